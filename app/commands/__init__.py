@@ -1,0 +1,1 @@
+"""One module per ``pdroute`` subcommand; each exposes ``register(subparsers)``."""

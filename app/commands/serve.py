@@ -1,0 +1,62 @@
+"""``pdroute serve``: validate the params, then run the service under uvicorn."""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import os
+from pathlib import Path
+from typing import Any
+
+from app.settings import Settings
+from solver.params import load_params
+
+
+def register(sub: Any) -> None:
+    p: argparse.ArgumentParser = sub.add_parser(
+        "serve", help="run the routing service", description="Run the routing service (HTTP)."
+    )
+    p.add_argument("--host", help="bind address (default 127.0.0.1, or PDROUTE_HOST)")
+    p.add_argument("--port", type=int, help="port (default 8000, or PDROUTE_PORT)")
+    p.add_argument("--params", type=Path, help="params.json (default: the embedded Qwen3-8B/H100 file)")
+    p.add_argument("--workers", type=int, help="worker processes (default 1)")
+    p.add_argument("--log-level", help="uvicorn log level (default info)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    overrides = {
+        "host": args.host,
+        "port": args.port,
+        "params_path": args.params,
+        "workers": args.workers,
+        "log_level": args.log_level,
+    }
+    settings = Settings(**{k: v for k, v in overrides.items() if v is not None})
+    # Validate before starting: a bad file is one clear line and a non-zero exit, not a
+    # traceback from inside the server's startup.
+    params = load_params(settings.resolved_params_path())
+    # Worker processes build their own app from the environment, so pass the choices there.
+    os.environ["PDROUTE_PARAMS_PATH"] = str(settings.resolved_params_path())
+    for key in ("host", "port", "workers", "log_level"):
+        os.environ[f"PDROUTE_{key.upper()}"] = str(getattr(settings, key))
+    print(
+        f"pdroute: serving {params.params_id} ({params.metadata.model} on {params.metadata.hardware}, "
+        f"{params.metadata.transfer_path}) at http://{settings.host}:{settings.port}",
+        flush=True,
+    )
+    log_config = copy.deepcopy(uvicorn.config.LOGGING_CONFIG)
+    log_config["loggers"]["pdroute"] = {"handlers": ["default"], "level": settings.log_level.upper()}
+    uvicorn.run(
+        "app.main:create_app_from_env",
+        factory=True,
+        host=settings.host,
+        port=settings.port,
+        workers=settings.workers,
+        log_level=settings.log_level,
+        access_log=False,
+        log_config=log_config,
+    )
+    return 0

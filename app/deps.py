@@ -1,0 +1,38 @@
+"""``Annotated`` dependency aliases: handlers receive the app's injected objects, never globals."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Annotated
+
+from fastapi import Depends, Request
+
+from app.metrics import Metrics
+from app.params_store import ParamsStore
+from app.settings import Settings
+
+
+def _settings(request: Request) -> Settings:
+    settings: Settings = request.app.state.settings
+    return settings
+
+
+def _store(request: Request) -> ParamsStore:
+    store: ParamsStore = request.app.state.store
+    return store
+
+
+def _metrics(request: Request) -> Metrics:
+    metrics: Metrics = request.app.state.metrics
+    return metrics
+
+
+def _clock(request: Request) -> Callable[[], float]:
+    clock: Callable[[], float] = request.app.state.clock
+    return clock
+
+
+SettingsDep = Annotated[Settings, Depends(_settings)]
+StoreDep = Annotated[ParamsStore, Depends(_store)]
+MetricsDep = Annotated[Metrics, Depends(_metrics)]
+ClockDep = Annotated[Callable[[], float], Depends(_clock)]

@@ -1,0 +1,86 @@
+"""Domain errors and validation errors mapped to HTTP responses, in one place.
+
+Every error body is ``{"error": "<one readable line>", "detail": ...}``; ``error`` names the
+field and the reason so an operator can act on it without reading the detail.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from solver.errors import (
+    FitError,
+    InfeasiblePlan,
+    InvalidCurves,
+    InvalidParams,
+    InvalidProfile,
+    PdrouteError,
+)
+
+STATUS_BY_ERROR: tuple[tuple[type[PdrouteError], int], ...] = (
+    (InvalidParams, 422),
+    (InvalidProfile, 422),
+    (FitError, 422),
+    (InfeasiblePlan, 422),
+    (InvalidCurves, 422),
+)
+
+
+def _field(loc: tuple[Any, ...] | list[Any]) -> str:
+    parts = [str(p) for p in loc if p != "body"]
+    return ".".join(parts) if parts else "body"
+
+
+def describe_validation_errors(errors: list[dict[str, Any]]) -> str:
+    """One line naming each bad field and why, e.g. ``prompt_len: Input should be >= 1``."""
+    items = []
+    for err in errors[:5]:
+        if err.get("type") == "json_invalid":
+            items.append(f"body: not valid JSON ({err.get('ctx', {}).get('error', 'parse error')})")
+        else:
+            items.append(f"{_field(err.get('loc', ()))}: {err.get('msg', 'invalid')}")
+    more = len(errors) - len(items)
+    return "; ".join(items) + (f"; and {more} more" if more > 0 else "")
+
+
+def _jsonable(errors: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out = []
+    for err in errors[:50]:
+        item = {"loc": list(err.get("loc", ())), "msg": err.get("msg"), "type": err.get("type")}
+        out.append(item)
+    return out
+
+
+async def _validation_handler(request: Request, exc: Exception) -> JSONResponse:
+    if not isinstance(exc, RequestValidationError):  # registered for this type only
+        raise exc
+    errors = list(exc.errors())
+    return JSONResponse(
+        status_code=422, content={"error": describe_validation_errors(errors), "detail": _jsonable(errors)}
+    )
+
+
+async def _domain_handler(request: Request, exc: Exception) -> JSONResponse:
+    status = next((code for cls, code in STATUS_BY_ERROR if isinstance(exc, cls)), 400)
+    return JSONResponse(status_code=status, content={"error": str(exc), "detail": type(exc).__name__})
+
+
+async def _http_handler(request: Request, exc: Exception) -> JSONResponse:
+    if not isinstance(exc, StarletteHTTPException):
+        raise exc
+    return JSONResponse(
+        status_code=exc.status_code,
+        content={"error": str(exc.detail), "detail": exc.detail},
+        headers=getattr(exc, "headers", None),
+    )
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(RequestValidationError, _validation_handler)
+    app.add_exception_handler(PdrouteError, _domain_handler)
+    app.add_exception_handler(StarletteHTTPException, _http_handler)

@@ -1,0 +1,111 @@
+"""The FastAPI application factory.
+
+Run it with ``pdroute serve`` (or ``uvicorn --factory app.main:create_app_from_env``). Tests
+build their own app with ``create_app(Settings(...), registry=CollectorRegistry())``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+
+from fastapi import FastAPI, Request, Response
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    disable_created_metrics,
+    generate_latest,
+)
+
+from app.errors import install_error_handlers
+from app.metrics import Metrics
+from app.middleware import BodySizeLimitMiddleware, MetricsMiddleware
+from app.params_store import ParamsStore
+from app.reload import install_sighup, remove_sighup, watch_params_file
+from app.routes import admin, health, params, route
+from app.settings import Settings
+
+log = logging.getLogger("pdroute")
+
+
+def create_app(
+    settings: Settings | None = None,
+    *,
+    registry: CollectorRegistry | None = None,
+    clock: Callable[[], float] = time.time,
+) -> FastAPI:
+    """Build the service. Loads and validates the params now: a bad file raises ``InvalidParams``."""
+    settings = settings if settings is not None else Settings()
+    registry = registry if registry is not None else CollectorRegistry()
+    # The *_created series double the scrape size and no dashboard or alert here uses them.
+    disable_created_metrics()  # type: ignore[no-untyped-call]  # prometheus_client ships it unannotated
+    store = ParamsStore(settings.resolved_params_path(), clock)
+    metrics = Metrics(registry)
+    metrics.set_params(store.current, clock)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        has_sighup = install_sighup(store, metrics, clock)
+        watcher = None
+        if settings.watch_params:
+            watcher = asyncio.create_task(watch_params_file(store, metrics, clock, settings.watch_interval_s))
+        log.info(
+            "serving params %s (%s on %s, %s) from %s; break-even load %.3g; reload on %s",
+            store.current.params_id,
+            store.current.params.metadata.model,
+            store.current.params.metadata.hardware,
+            store.current.params.metadata.transfer_path,
+            store.path,
+            store.current.params.break_even_load,
+            ", ".join(
+                t
+                for t, on in (
+                    ("SIGHUP", has_sighup),
+                    ("file change", settings.watch_params),
+                    ("POST /admin/reload", settings.admin_token is not None),
+                )
+                if on
+            )
+            or "nothing",
+        )
+        try:
+            yield
+        finally:
+            if watcher is not None:
+                watcher.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await watcher
+            if has_sighup:
+                remove_sighup()
+
+    app = FastAPI(
+        title="pdroute",
+        version="0.1.0",
+        summary="Collocated or disaggregated prefill/decode, per request, from a profiled cost model.",
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.state.store = store
+    app.state.metrics = metrics
+    app.state.clock = clock
+    app.state.registry = registry
+    install_error_handlers(app)
+    for module in (route, params, health, admin):
+        app.include_router(module.router)
+
+    @app.get("/metrics", include_in_schema=False)
+    async def metrics_endpoint(request: Request) -> Response:
+        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+
+    # Outermost first: size limit before anything reads the body; timing around everything.
+    app.add_middleware(BodySizeLimitMiddleware, max_bytes=settings.max_body_bytes)
+    app.add_middleware(MetricsMiddleware, metrics=metrics)
+    return app
+
+
+def create_app_from_env() -> FastAPI:
+    """Factory for ``uvicorn --factory`` and worker processes: settings from ``PDROUTE_*``."""
+    return create_app(Settings())

@@ -1,0 +1,43 @@
+"""``POST /admin/reload``: reload the params file, behind a bearer token from the settings.
+
+Off (403) when no token is configured; a wrong or missing token is 401. A refused file
+answers 422 with the reason, and the old params keep serving.
+"""
+
+from __future__ import annotations
+
+import hmac
+
+from fastapi import APIRouter, Header, HTTPException
+
+from app.deps import ClockDep, MetricsDep, SettingsDep, StoreDep
+from app.reload import reload_params
+from app.schemas import ReloadResponse
+
+router = APIRouter(tags=["admin"])
+
+
+@router.post("/admin/reload", response_model=ReloadResponse)
+def admin_reload(
+    store: StoreDep,
+    metrics: MetricsDep,
+    settings: SettingsDep,
+    clock: ClockDep,
+    authorization: str | None = Header(default=None),
+) -> ReloadResponse:
+    if settings.admin_token is None:
+        raise HTTPException(403, "admin API disabled: set PDROUTE_ADMIN_TOKEN to enable /admin/reload")
+    expected = f"Bearer {settings.admin_token.get_secret_value()}"
+    if authorization is None or not hmac.compare_digest(authorization.encode(), expected.encode()):
+        raise HTTPException(
+            401,
+            "authorization: a valid 'Bearer <token>' header is required",
+            headers={"WWW-Authenticate": "Bearer"},
+        )
+    previous = store.current.params_id
+    loaded = reload_params(store, metrics, clock, "admin")  # InvalidParams -> 422 (app.errors)
+    return ReloadResponse(
+        status="reloaded" if loaded.params_id != previous else "unchanged",
+        params_id=loaded.params_id,
+        previous_params_id=previous,
+    )

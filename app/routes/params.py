@@ -1,0 +1,28 @@
+"""``GET /params``: what is being served, since when, and its break-even load."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from fastapi import APIRouter
+
+from app.deps import StoreDep
+from app.schemas import ParamsResponse
+
+router = APIRouter(tags=["params"])
+
+
+@router.get("/params", response_model=ParamsResponse)
+async def get_params(store: StoreDep) -> ParamsResponse:
+    snapshot = store.current
+    p = snapshot.params
+    return ParamsResponse(
+        params_id=snapshot.params_id,
+        path=str(snapshot.path),
+        loaded_at=snapshot.loaded_at,
+        loaded_at_iso=datetime.fromtimestamp(snapshot.loaded_at, tz=UTC).isoformat(),
+        break_even_load=p.break_even_load,
+        transfer_rate_ms_per_token=p.transfer_rate_ms_per_token,
+        params=p.to_dict(),
+        last_reload_error=store.last_error,
+    )

@@ -1,0 +1,41 @@
+"""Service settings, read once from the environment (prefix ``PDROUTE_``) and injected."""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+def embedded_params_path() -> Path:
+    """The default params shipped inside the package (Qwen3-8B on H100 SXM, vLLM, NVLink)."""
+    return Path(str(resources.files("solver") / "data" / "params" / "default.json"))
+
+
+class Settings(BaseSettings):
+    """Everything an operator can set; each field is also ``PDROUTE_<NAME>`` in the environment."""
+
+    model_config = SettingsConfigDict(env_prefix="PDROUTE_", extra="ignore")
+
+    params_path: Path | None = Field(
+        default=None, description="params.json to serve; the embedded default when unset"
+    )
+    host: str = "127.0.0.1"
+    port: int = Field(default=8000, ge=1, le=65535)
+    workers: int = Field(default=1, ge=1, le=64)
+    log_level: str = "info"
+    default_output_len: int = Field(
+        default=200, ge=1, le=1_048_576, description="predicted_output_len when a request omits it"
+    )
+    admin_token: SecretStr | None = Field(
+        default=None, description="bearer token for POST /admin/reload; the endpoint is off when unset"
+    )
+    max_batch_requests: int = Field(default=4096, ge=1, le=100_000, description="items per /route/batch")
+    max_body_bytes: int = Field(default=2_097_152, ge=1024, description="largest request body accepted")
+    watch_params: bool = Field(default=True, description="reload when the params file changes on disk")
+    watch_interval_s: float = Field(default=2.0, gt=0, le=3600)
+
+    def resolved_params_path(self) -> Path:
+        return self.params_path if self.params_path is not None else embedded_params_path()

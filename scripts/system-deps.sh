@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# System tools some tests use (promtool and prometheus for the monitoring tests). Installed
+# with apt when running as root; elsewhere those tests skip and say which tool is missing.
+set -uo pipefail
+need=()
+command -v promtool >/dev/null 2>&1 || need+=(prometheus)
+if [ ${#need[@]} -eq 0 ]; then exit 0; fi
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  echo "installing ${need[*]} with apt-get" >&2
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}") >/dev/null \
+    || echo "system-deps: could not install ${need[*]}; the tests that need them will skip" >&2
+else
+  echo "system-deps: ${need[*]} not installed (needs root and apt); the tests that need them will skip" >&2
+fi
+exit 0

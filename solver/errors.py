@@ -1,0 +1,29 @@
+"""The small vocabulary of domain errors the core raises; ``app.errors`` maps them to HTTP."""
+
+
+class PdrouteError(Exception):
+    """Base class of every error pdroute raises on purpose."""
+
+
+class InvalidParams(PdrouteError):
+    """A params file or params mapping is unusable (missing, malformed, out of range)."""
+
+
+class InvalidProfile(PdrouteError):
+    """A profile (``ProfileResult``) file or mapping is unusable."""
+
+
+class FitError(PdrouteError):
+    """A profile holds too little or too inconsistent data to fit the cost model."""
+
+
+class InfeasiblePlan(PdrouteError):
+    """The capacity planner has no feasible answer for the given inputs."""
+
+
+class InvalidCurves(PdrouteError):
+    """A curve set for the capacity planner is malformed."""
+
+
+class UnsupportedSource(PdrouteError):
+    """A profile source cannot serve the request (model, system, backend or version it lacks)."""

@@ -1,0 +1,219 @@
+"""``CostModelParams``: the six fitted parameters of the analytical cost model, their metadata,
+and the one loader/saver of ``params.json`` that the service, the CLI and the simulator share.
+
+File format (schema version 1)::
+
+    {
+      "schema_version": 1,
+      "alpha": 0.05,            # ms per prompt token (prefill)
+      "beta": 7.1,              # ms per decode step while memory-bound
+      "batch_thresh": 64.0,     # decode batch where decode turns compute-bound
+      "gamma": 0.02,            # ms of interference per prefill token at full load
+      "bandwidth_GBps": 300.0,  # GPU-to-GPU bandwidth of the KV-cache path
+      "bytes_per_token": 147456,# KV-cache bytes per token
+      "metadata": {"model": ..., "hardware": ..., "transfer_path": ..., "source": ...,
+                   "created_at": ..., "fit_quality": {...}, ...}
+    }
+
+Validation is complete before a ``CostModelParams`` exists: a bad file never half-loads.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from solver.errors import InvalidParams
+
+SCHEMA_VERSION = 1
+PARAM_NAMES = ("alpha", "beta", "batch_thresh", "gamma", "bandwidth_GBps", "bytes_per_token")
+
+
+@dataclass(frozen=True)
+class ParamsMetadata:
+    """Where a set of parameters comes from. Free-form extras live in ``extra``."""
+
+    model: str = "unknown"  # e.g. "Qwen/Qwen3-8B"
+    hardware: str = "unknown"  # e.g. "h100_sxm" or "NVIDIA H200"
+    transfer_path: str = "unknown"  # e.g. "nvlink", "pcie-p2p", "pinned-relay", "network"
+    source: str = "unknown"  # e.g. "torch-profiler", "aiconfigurator"
+    created_at: str = "unknown"  # ISO 8601, UTC
+    fit_quality: Mapping[str, Any] = field(default_factory=dict)  # R^2 and warnings per parameter
+    extra: Mapping[str, Any] = field(default_factory=dict)  # provenance beyond the fixed keys
+
+
+@dataclass(frozen=True)
+class CostModelParams:
+    """The analytical cost model's parameters (see ``solver.costmodel`` for the formulas)."""
+
+    alpha: float  # ms per prompt token: t_prefill(L) = alpha * L
+    beta: float  # ms per decode step in the memory-bound regime
+    batch_thresh: float  # decode batch where decode turns compute-bound
+    gamma: float  # ms of interference per prefill token (at load >= batch_thresh)
+    bandwidth_GBps: float  # GB/s of the KV-cache path between prefill and decode GPUs
+    bytes_per_token: int  # KV-cache bytes per token (layers x kv heads x head dim x 2 x dtype bytes)
+    metadata: ParamsMetadata = field(default_factory=ParamsMetadata)
+    schema_version: int = SCHEMA_VERSION
+
+    def __post_init__(self) -> None:
+        for name in PARAM_NAMES:
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise InvalidParams(f"{name}: expected a number, got {type(value).__name__}")
+            if not math.isfinite(value):
+                raise InvalidParams(f"{name}: must be finite, got {value!r}")
+            if value <= 0:
+                raise InvalidParams(f"{name}: must be > 0, got {value!r}")
+        if self.bytes_per_token != int(self.bytes_per_token):
+            raise InvalidParams(f"bytes_per_token: must be an integer, got {self.bytes_per_token!r}")
+        if self.schema_version != SCHEMA_VERSION:
+            raise InvalidParams(
+                f"schema_version: unsupported version {self.schema_version!r} (this pdroute reads "
+                f"{SCHEMA_VERSION})"
+            )
+
+    @property
+    def transfer_rate_ms_per_token(self) -> float:
+        """KV transfer cost in ms per prompt token: bytes_per_token / (bandwidth_GBps * 1e6)."""
+        return self.bytes_per_token / (self.bandwidth_GBps * 1e6)
+
+    @property
+    def break_even_load(self) -> float:
+        """The system_load above which interference outweighs the transfer (design, section 4).
+
+        Disaggregation wins on the two terms linear in L when
+        ``gamma * L * load / batch_thresh > transfer_rate * L``, i.e.
+        ``load > batch_thresh * transfer_rate / gamma``. Interference stops growing at
+        ``batch_thresh``, so a break-even at or above ``batch_thresh`` means the transfer is
+        never paid back by interference alone.
+        """
+        return self.batch_thresh * self.transfer_rate_ms_per_token / self.gamma
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form written to ``params.json``."""
+        meta = self.metadata
+        return {
+            "schema_version": self.schema_version,
+            "alpha": self.alpha,
+            "beta": self.beta,
+            "batch_thresh": self.batch_thresh,
+            "gamma": self.gamma,
+            "bandwidth_GBps": self.bandwidth_GBps,
+            "bytes_per_token": int(self.bytes_per_token),
+            "metadata": {
+                "model": meta.model,
+                "hardware": meta.hardware,
+                "transfer_path": meta.transfer_path,
+                "source": meta.source,
+                "created_at": meta.created_at,
+                "fit_quality": dict(meta.fit_quality),
+                **dict(meta.extra),
+            },
+        }
+
+    @property
+    def params_id(self) -> str:
+        """A content hash of the parameters and metadata (12 hex digits of sha256)."""
+        canonical = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode()).hexdigest()[:12]
+
+
+_FIXED_META = ("model", "hardware", "transfer_path", "source", "created_at")
+
+
+def params_from_dict(data: Any) -> CostModelParams:
+    """Validate a parsed JSON document and build ``CostModelParams``; raise ``InvalidParams``."""
+    if not isinstance(data, dict):
+        raise InvalidParams(f"expected a JSON object, got {type(data).__name__}")
+    version = data.get("schema_version")
+    if version is None:
+        raise InvalidParams("schema_version: missing")
+    if isinstance(version, bool) or version != SCHEMA_VERSION:
+        raise InvalidParams(
+            f"schema_version: unsupported version {version!r} (this pdroute reads {SCHEMA_VERSION})"
+        )
+    values: dict[str, float | int] = {}
+    for name in PARAM_NAMES:
+        if name not in data:
+            raise InvalidParams(f"{name}: missing")
+        value = data[name]
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise InvalidParams(f"{name}: expected a number, got {json.dumps(value)}")
+        values[name] = value
+    bpt = values["bytes_per_token"]
+    if isinstance(bpt, float):
+        if not math.isfinite(bpt) or bpt != int(bpt):
+            raise InvalidParams(f"bytes_per_token: must be an integer, got {bpt!r}")
+        values["bytes_per_token"] = int(bpt)
+    raw_meta = data.get("metadata", {})
+    if not isinstance(raw_meta, dict):
+        raise InvalidParams(f"metadata: expected an object, got {type(raw_meta).__name__}")
+    for key in _FIXED_META:
+        if key in raw_meta and not isinstance(raw_meta[key], str):
+            raise InvalidParams(f"metadata.{key}: expected a string")
+    fit_quality = raw_meta.get("fit_quality", {})
+    if not isinstance(fit_quality, dict):
+        raise InvalidParams("metadata.fit_quality: expected an object")
+    extra = {k: v for k, v in raw_meta.items() if k not in (*_FIXED_META, "fit_quality")}
+    meta = ParamsMetadata(
+        fit_quality=fit_quality,
+        extra=extra,
+        **{k: raw_meta[k] for k in _FIXED_META if k in raw_meta},
+    )
+    return CostModelParams(
+        alpha=float(values["alpha"]),
+        beta=float(values["beta"]),
+        batch_thresh=float(values["batch_thresh"]),
+        gamma=float(values["gamma"]),
+        bandwidth_GBps=float(values["bandwidth_GBps"]),
+        bytes_per_token=int(values["bytes_per_token"]),
+        metadata=meta,
+    )
+
+
+def _reject_constant(token: str) -> float:
+    raise InvalidParams(f"non-finite number {token} is not allowed")
+
+
+def parse_params(text: str | bytes) -> CostModelParams:
+    """Parse and validate the text of a params file."""
+    try:
+        data = json.loads(text, parse_constant=_reject_constant)
+    except InvalidParams:
+        raise
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise InvalidParams(f"not valid JSON: {exc}") from exc
+    return params_from_dict(data)
+
+
+def load_params(path: str | os.PathLike[str]) -> CostModelParams:
+    """Read and validate ``params.json``; every failure is ``InvalidParams`` naming the file."""
+    p = Path(path)
+    try:
+        raw = p.read_bytes()
+    except FileNotFoundError:
+        raise InvalidParams(f"{p}: file not found") from None
+    except IsADirectoryError:
+        raise InvalidParams(f"{p}: is a directory, not a params file") from None
+    except OSError as exc:
+        raise InvalidParams(f"{p}: cannot read ({exc.strerror})") from None
+    try:
+        return parse_params(raw)
+    except InvalidParams as exc:
+        raise InvalidParams(f"{p}: {exc}") from None
+
+
+def save_params(params: CostModelParams, path: str | os.PathLike[str]) -> Path:
+    """Write ``params.json`` atomically (temp file then rename) and return its path."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    tmp = p.with_name(f".{p.name}.tmp")
+    tmp.write_text(json.dumps(params.to_dict(), indent=2, sort_keys=False) + "\n")
+    os.replace(tmp, p)
+    return p
