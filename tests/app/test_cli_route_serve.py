@@ -1,0 +1,91 @@
+"""``pdroute route`` and ``pdroute serve``: answers, and one-line errors with non-zero exits."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+import pytest
+
+from app.cli import main
+from solver.costmodel import AnalyticalCostModel
+from solver.params import params_from_dict
+from tests.app.conftest import ServeProcess
+from tests.conftest import TEST_PARAMS, write_params
+
+MODEL = AnalyticalCostModel(params_from_dict(TEST_PARAMS))
+
+
+def test_route_prints_the_decision(params_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["route", "--prompt-len", "1024", "--output-len", "200", "--system-load", "8"]
+    assert main([*args, "--params", str(params_file), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    expected = MODEL.explain(1024, 200, 8)
+    assert out["decision"] == expected.decision
+    assert out["t_collocated_ms"] == expected.t_collocated_ms
+    assert out["params_id"] == MODEL.params.params_id
+    assert main([*args, "--params", str(params_file)]) == 0
+    table = capsys.readouterr().out
+    assert expected.decision in table and "interference_ms" in table and "break-even load" in table
+
+
+@pytest.mark.parametrize(
+    ("extra", "needle"),
+    [
+        (["--prompt-len", "0", "--output-len", "1", "--system-load", "0"], "--prompt-len: must be >= 1"),
+        (["--prompt-len", "5", "--output-len", "1", "--system-load", "-2"], "--system-load: must be >= 0"),
+        (
+            ["--prompt-len", "5", "--output-len", "1", "--system-load", "0", "--params", "/nonexistent.json"],
+            "/nonexistent.json: file not found",
+        ),
+    ],
+)
+def test_route_errors_are_one_line(extra: list[str], needle: str) -> None:
+    r = subprocess.run([sys.executable, "-m", "app", "route", *extra], capture_output=True, text=True)
+    assert r.returncode == 2
+    assert r.stderr.strip().count("\n") == 0, r.stderr
+    assert needle in r.stderr and "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize(
+    ("content", "needle"),
+    [
+        (None, "file not found"),
+        ("", "not valid JSON"),
+        ("[1, 2]", "expected a JSON object"),
+        ('{"schema_version": 1}', "alpha: missing"),
+        ('{"schema_version": 2}', "schema_version: unsupported version 2"),
+        (json.dumps({**TEST_PARAMS, "beta": "fast"}), "beta: expected a number"),
+        (json.dumps({**TEST_PARAMS, "gamma": -1}), "gamma: must be > 0"),
+        (json.dumps({**TEST_PARAMS, "bandwidth_GBps": 0}), "bandwidth_GBps: must be > 0"),
+        (json.dumps({**TEST_PARAMS}).replace("0.05", "Infinity"), "non-finite"),
+        (json.dumps({**TEST_PARAMS, "bytes_per_token": 1.5}), "bytes_per_token: must be an integer"),
+    ],
+)
+def test_serve_refuses_bad_params_with_one_line(tmp_path: Path, content: str | None, needle: str) -> None:
+    path = tmp_path / "params.json"
+    if content is not None:
+        path.write_text(content)
+    r = subprocess.run(
+        [sys.executable, "-m", "app", "serve", "--params", str(path), "--port", "1"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr
+    assert str(path) in lines[0] and needle in lines[0]
+
+
+def test_serve_with_two_workers(serve_process: Callable[..., ServeProcess], tmp_path: Path) -> None:
+    path = write_params(tmp_path / "params.json")
+    proc = serve_process("--params", str(path), "--workers", "2")
+    proc.wait_ready(timeout=30)
+    r = httpx.post(f"{proc.url}/route", json={"prompt_len": 100, "system_load": 3})
+    assert r.status_code == 200
+    assert r.json()["params_id"] == MODEL.params.params_id

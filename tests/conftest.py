@@ -1,0 +1,40 @@
+"""Fixtures shared by every test package: params files and live servers on loopback."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+# A hand-made parameter set for tests (not a profile of any real GPU): the design's RTX 4090
+# figures for gamma, bandwidth and batch_thresh, with round alpha and beta.
+TEST_PARAMS: dict[str, Any] = {
+    "schema_version": 1,
+    "alpha": 0.05,
+    "beta": 20.0,
+    "batch_thresh": 16,
+    "gamma": 0.0869,
+    "bandwidth_GBps": 12.9,
+    "bytes_per_token": 147456,
+    "metadata": {
+        "model": "test-model",
+        "hardware": "test-gpu",
+        "transfer_path": "pinned-relay",
+        "source": "tests",
+        "created_at": "2026-01-01T00:00:00+00:00",
+    },
+}
+
+
+def write_params(path: Path, **overrides: Any) -> Path:
+    """Write a params file: TEST_PARAMS with ``overrides`` applied to the top level."""
+    data = {**TEST_PARAMS, **overrides}
+    path.write_text(json.dumps(data))
+    return path
+
+
+@pytest.fixture
+def params_file(tmp_path: Path) -> Path:
+    return write_params(tmp_path / "params.json")
