@@ -48,21 +48,19 @@ def describe_validation_errors(errors: list[dict[str, Any]]) -> str:
     return "; ".join(items) + (f"; and {more} more" if more > 0 else "")
 
 
-def _jsonable(errors: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    out = []
-    for err in errors[:50]:
-        item = {"loc": list(err.get("loc", ())), "msg": err.get("msg"), "type": err.get("type")}
-        out.append(item)
-    return out
+def validation_error_body(errors: list[dict[str, Any]]) -> dict[str, Any]:
+    """The 422 body for validation errors: one readable line plus the (JSON-safe) details."""
+    detail = [
+        {"loc": list(err.get("loc", ())), "msg": err.get("msg"), "type": err.get("type")}
+        for err in errors[:50]
+    ]
+    return {"error": describe_validation_errors(errors), "detail": detail}
 
 
 async def _validation_handler(request: Request, exc: Exception) -> JSONResponse:
     if not isinstance(exc, RequestValidationError):  # registered for this type only
         raise exc
-    errors = list(exc.errors())
-    return JSONResponse(
-        status_code=422, content={"error": describe_validation_errors(errors), "detail": _jsonable(errors)}
-    )
+    return JSONResponse(status_code=422, content=validation_error_body(list(exc.errors())))
 
 
 async def _domain_handler(request: Request, exc: Exception) -> JSONResponse:

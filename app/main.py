@@ -21,11 +21,12 @@ from prometheus_client import (
 )
 
 from app.errors import install_error_handlers
+from app.fastpath import PdrouteApp, RouteEndpoint
 from app.metrics import Metrics
 from app.middleware import BodySizeLimitMiddleware, MetricsMiddleware
 from app.params_store import ParamsStore
 from app.reload import install_sighup, remove_sighup, watch_params_file
-from app.routes import admin, health, params, route
+from app.routes import admin, health, params, plan, route
 from app.settings import Settings
 
 log = logging.getLogger("pdroute")
@@ -81,7 +82,7 @@ def create_app(
             if has_sighup:
                 remove_sighup()
 
-    app = FastAPI(
+    app = PdrouteApp(
         title="pdroute",
         version="0.1.0",
         summary="Collocated or disaggregated prefill/decode, per request, from a profiled cost model.",
@@ -93,16 +94,25 @@ def create_app(
     app.state.clock = clock
     app.state.registry = registry
     install_error_handlers(app)
-    for module in (route, params, health, admin):
+    route_handler = route.RouteHandler(store, metrics, settings)
+    app.include_router(route.build_router(route_handler))
+    for module in (params, health, admin):
         app.include_router(module.router)
+    app.include_router(plan.router)
 
     @app.get("/metrics", include_in_schema=False)
     async def metrics_endpoint(request: Request) -> Response:
         return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
-    # Outermost first: size limit before anything reads the body; timing around everything.
+    # add_middleware wraps: the last added is outermost. Timing around everything, then the
+    # size limit before anything reads a body. The /route fast path gets the same two.
     app.add_middleware(BodySizeLimitMiddleware, max_bytes=settings.max_body_bytes)
     app.add_middleware(MetricsMiddleware, metrics=metrics)
+    if settings.fast_route:
+        endpoint = RouteEndpoint(route_handler)
+        app.route_fast_path = MetricsMiddleware(
+            BodySizeLimitMiddleware(endpoint, settings.max_body_bytes), metrics
+        )
     return app
 
 

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from app.params_store import LoadedParams
+from solver.costmodel import RouteBreakdown
 
 # Predicted end-to-end latencies span ~10 ms (short prompt, few tokens) to minutes.
 LATENCY_BUCKETS_S = (
@@ -152,6 +153,25 @@ class Metrics:
                 self.reloads.labels(trigger=trigger, outcome=outcome)
         for decision in ("collocated", "disaggregated"):
             self.decisions.labels(decision=decision)
+
+    def route_recorder(self) -> Callable[[RouteBreakdown, int, int], None]:
+        """A function recording one decision, with the labelled children bound once."""
+        decisions = {d: self.decisions.labels(decision=d) for d in ("collocated", "disaggregated")}
+        savings = {d: self.predicted_saving.labels(decision=d) for d in ("collocated", "disaggregated")}
+        latency_c = self.predicted_latency.labels(path="collocated")
+        latency_d = self.predicted_latency.labels(path="disaggregated")
+        system_load = self.system_load
+        decode_batch = self.decode_batch
+
+        def record(b: RouteBreakdown, load: int, decode_batch_size: int) -> None:
+            decisions[b.decision].inc()
+            latency_c.observe(b.t_collocated_ms / 1000.0)
+            latency_d.observe(b.t_disaggregated_ms / 1000.0)
+            savings[b.decision].observe(b.saving_ms / 1000.0)
+            system_load.observe(load)
+            decode_batch.observe(decode_batch_size)
+
+        return record
 
     def set_params(self, loaded: LoadedParams, clock: Callable[[], float]) -> None:
         """Point the params gauges at a newly loaded snapshot."""

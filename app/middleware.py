@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
+from typing import Any
 
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -22,6 +23,7 @@ class MetricsMiddleware:
         self.app = app
         self.metrics = metrics
         self.clock = clock
+        self._cache: dict[tuple[str, int], tuple[Any, Any]] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -40,9 +42,23 @@ class MetricsMiddleware:
             await self.app(scope, receive, send_wrapper)
         finally:
             route = scope.get("route")
-            handler = getattr(route, "path", None) or "unmatched"
-            self.metrics.http_duration.labels(handler=handler).observe(self.clock() - start)
-            self.metrics.http_requests.labels(handler=handler, code=str(status)).inc()
+            handler = getattr(route, "path", None) or scope.get("pdroute.handler") or "unmatched"
+            duration, count = self._children(handler, status)
+            duration.observe(self.clock() - start)
+            count.inc()
+
+    def _children(self, handler: str, status: int) -> tuple[Any, Any]:
+        # labels() validates and locks on every call; the set of (handler, status) is small
+        # and bounded (route templates x status codes), so keep the children.
+        key = (handler, status)
+        children = self._cache.get(key)
+        if children is None:
+            children = (
+                self.metrics.http_duration.labels(handler=handler),
+                self.metrics.http_requests.labels(handler=handler, code=str(status)),
+            )
+            self._cache[key] = children
+        return children
 
 
 class BodySizeLimitMiddleware:

@@ -34,6 +34,9 @@ class Settings(BaseSettings):
     )
     max_batch_requests: int = Field(default=4096, ge=1, le=100_000, description="items per /route/batch")
     max_body_bytes: int = Field(default=2_097_152, ge=1024, description="largest request body accepted")
+    fast_route: bool = Field(
+        default=True, description="serve POST /route without FastAPI's router (same answers, faster)"
+    )
     watch_params: bool = Field(default=True, description="reload when the params file changes on disk")
     watch_interval_s: float = Field(default=2.0, gt=0, le=3600)
 

@@ -8,6 +8,8 @@ from typing import Any
 import httpx
 import pytest
 
+from app.routes.route import _encode, _response
+from app.schemas import RouteResponse
 from solver.costmodel import AnalyticalCostModel
 from solver.params import params_from_dict
 from tests.app.conftest import LiveServer
@@ -16,8 +18,15 @@ from tests.conftest import TEST_PARAMS
 MODEL = AnalyticalCostModel(params_from_dict(TEST_PARAMS))
 
 
-def test_route_matches_the_cost_model(live_server: LiveServer) -> None:
-    with live_server.client() as client:
+@pytest.fixture(params=[True, False], ids=["fast-path", "fastapi-route"])
+def any_server(request: pytest.FixtureRequest, make_server: Any, params_file: Any) -> LiveServer:
+    """The service with and without the /route fast path: both must answer identically."""
+    server: LiveServer = make_server(params_path=params_file, watch_params=False, fast_route=request.param)
+    return server
+
+
+def test_route_matches_the_cost_model(any_server: LiveServer) -> None:
+    with any_server.client() as client:
         r = client.post(
             "/route",
             json={"prompt_len": 1024, "predicted_output_len": 200, "system_load": 8, "request_id": "abc"},
@@ -105,8 +114,8 @@ BAD_INPUTS: list[tuple[str, Any, int, str]] = [
 
 
 @pytest.mark.parametrize(("case", "payload", "status", "field"), BAD_INPUTS, ids=[c[0] for c in BAD_INPUTS])
-def test_bad_route_input(live_server: LiveServer, case: str, payload: Any, status: int, field: str) -> None:
-    with live_server.client() as client:
+def test_bad_route_input(any_server: LiveServer, case: str, payload: Any, status: int, field: str) -> None:
+    with any_server.client() as client:
         r = client.post("/route", content=json.dumps(payload))
     assert r.status_code == status, r.text
     assert field in r.json()["error"]
@@ -122,8 +131,8 @@ def test_bad_route_input(live_server: LiveServer, case: str, payload: Any, statu
         (b'{"prompt_len": 1e400, "system_load": 1}', "prompt_len"),
     ],
 )
-def test_non_json_bodies(live_server: LiveServer, body: bytes, needle: str) -> None:
-    with live_server.client() as client:
+def test_non_json_bodies(any_server: LiveServer, body: bytes, needle: str) -> None:
+    with any_server.client() as client:
         r = client.post("/route", content=body)
     assert r.status_code == 422
     assert needle in r.json()["error"]
@@ -139,8 +148,11 @@ def test_bad_batch_inputs(live_server: LiveServer) -> None:
     assert not_list.status_code == 422 and "requests" in not_list.json()["error"]
 
 
-def test_oversized_bodies_are_refused(make_server: Any, params_file: Any) -> None:
-    server = make_server(params_path=params_file, watch_params=False, max_body_bytes=4096)
+@pytest.mark.parametrize("fast_route", [True, False])
+def test_oversized_bodies_are_refused(make_server: Any, params_file: Any, fast_route: bool) -> None:
+    server = make_server(
+        params_path=params_file, watch_params=False, max_body_bytes=4096, fast_route=fast_route
+    )
     big = b'{"prompt_len": 1, "system_load": 1, "request_id": "' + b"x" * 8000 + b'"}'
 
     def chunks() -> Any:
@@ -184,3 +196,12 @@ def test_openapi_documents_route_bodies(live_server: LiveServer) -> None:
     body = spec["paths"]["/route"]["post"]["requestBody"]["content"]["application/json"]["schema"]
     assert "prompt_len" in body["properties"]
     assert set(body["required"]) == {"prompt_len", "system_load"}
+
+
+def test_fast_encoding_equals_the_response_model() -> None:
+    for L, load in [(1, 0), (1000, 8), (123457, 999)]:
+        b = MODEL.explain(L, 200, load)
+        fast = json.loads(_encode(b, "abc", "r1"))
+        model = json.loads(_response(b, "abc", "r1").model_dump_json())
+        assert fast == model
+        assert RouteResponse.model_validate(fast).decision == b.decision
