@@ -43,9 +43,11 @@ def create_app(
     registry = registry if registry is not None else CollectorRegistry()
     # The *_created series double the scrape size and no dashboard or alert here uses them.
     disable_created_metrics()  # type: ignore[no-untyped-call]  # prometheus_client ships it unannotated
-    store = ParamsStore(settings.resolved_params_path(), clock)
+    store = ParamsStore(settings.resolved_params_path(), clock, settings.last_good_params_path)
     metrics = Metrics(registry)
     metrics.set_params(store.current, clock)
+    if store.last_error is not None:  # started on the last good copy: count the refusal
+        metrics.reloads.labels(trigger="startup", outcome="failure").inc()
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

@@ -144,11 +144,12 @@ class Metrics:
         )
         self.reloads = Counter(
             "pdroute_params_reloads",
-            "Params reload attempts, by trigger (sighup, admin, watch) and outcome (success, failure).",
+            "Params reload attempts, by trigger (sighup, admin, watch, startup: a worker restarted on a"
+            " bad file) and outcome (success, failure).",
             ["trigger", "outcome"],
             registry=registry,
         )
-        for trigger in ("sighup", "admin", "watch"):
+        for trigger in ("sighup", "admin", "watch", "startup"):
             for outcome in ("success", "failure"):
                 self.reloads.labels(trigger=trigger, outcome=outcome)
         for decision in ("collocated", "disaggregated"):

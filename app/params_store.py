@@ -17,7 +17,7 @@ from pathlib import Path
 
 from solver.costmodel import AnalyticalCostModel
 from solver.errors import InvalidParams
-from solver.params import CostModelParams, load_params
+from solver.params import CostModelParams, load_params, save_params
 
 log = logging.getLogger("pdroute.params")
 
@@ -63,18 +63,34 @@ class FileSignature:
 
 
 class ParamsStore:
-    """Holds the current ``LoadedParams``; ``reload`` validates then swaps."""
+    """Holds the current ``LoadedParams``; ``reload`` validates then swaps.
 
-    def __init__(self, path: Path, clock: Callable[[], float]) -> None:
+    ``last_good_path`` (used with several worker processes): every successful load is copied
+    there, and a process that starts while ``path`` is invalid starts on that copy instead of
+    failing. uvicorn's supervisor restarts all workers on SIGHUP, so without it a bad file
+    followed by a SIGHUP would take every worker down.
+    """
+
+    def __init__(self, path: Path, clock: Callable[[], float], last_good_path: Path | None = None) -> None:
         self.path = path
+        self.last_good_path = last_good_path
         self._clock = clock
         self._lock = threading.Lock()  # serialises reloads; readers never take it
-        self._current = self._load()
-        self.signature = FileSignature.of(path)
         self.last_error: str | None = None
+        self.signature = FileSignature.of(path)
+        try:
+            self._current = self._load(path)
+        except InvalidParams as exc:
+            if last_good_path is None or not last_good_path.exists():
+                raise
+            self._current = self._load(last_good_path)
+            self.last_error = str(exc)
+            log.error("%s; serving the last good params %s instead", exc, self._current.params_id)
 
-    def _load(self) -> LoadedParams:
-        params = load_params(self.path)
+    def _load(self, path: Path) -> LoadedParams:
+        params = load_params(path)
+        if self.last_good_path is not None and path != self.last_good_path:
+            save_params(params, self.last_good_path)
         return LoadedParams(AnalyticalCostModel(params), params.params_id, self.path, self._clock())
 
     @property
@@ -86,7 +102,7 @@ class ParamsStore:
         with self._lock:
             signature = FileSignature.of(self.path)
             try:
-                loaded = self._load()
+                loaded = self._load(self.path)
             except InvalidParams as exc:
                 self.last_error = str(exc)
                 self.signature = signature  # do not retry the same bad version on every poll

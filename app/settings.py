@@ -34,6 +34,10 @@ class Settings(BaseSettings):
     )
     max_batch_requests: int = Field(default=4096, ge=1, le=100_000, description="items per /route/batch")
     max_body_bytes: int = Field(default=2_097_152, ge=1024, description="largest request body accepted")
+    last_good_params_path: Path | None = Field(
+        default=None,
+        description="where workers keep a copy of the last valid params (set by pdroute serve --workers N)",
+    )
     fast_route: bool = Field(
         default=True, description="serve POST /route without FastAPI's router (same answers, faster)"
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import copy
 import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,11 @@ def run(args: argparse.Namespace) -> int:
     os.environ["PDROUTE_PARAMS_PATH"] = str(settings.resolved_params_path())
     for key in ("host", "port", "workers", "log_level"):
         os.environ[f"PDROUTE_{key.upper()}"] = str(getattr(settings, key))
+    if settings.workers > 1 and settings.last_good_params_path is None:
+        # uvicorn restarts every worker on SIGHUP; a worker that then finds a bad file starts
+        # on this copy of the last valid params instead of crash-looping.
+        last_good = Path(tempfile.mkdtemp(prefix="pdroute-")) / "last-good-params.json"
+        os.environ["PDROUTE_LAST_GOOD_PARAMS_PATH"] = str(last_good)
     print(
         f"pdroute: serving {params.params_id} ({params.metadata.model} on {params.metadata.hardware}, "
         f"{params.metadata.transfer_path}) at http://{settings.host}:{settings.port}",

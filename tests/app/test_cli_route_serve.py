@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -89,3 +91,32 @@ def test_serve_with_two_workers(serve_process: Callable[..., ServeProcess], tmp_
     r = httpx.post(f"{proc.url}/route", json={"prompt_len": 100, "system_load": 3})
     assert r.status_code == 200
     assert r.json()["params_id"] == MODEL.params.params_id
+
+
+def test_sighup_with_workers_and_a_bad_file_keeps_serving(
+    serve_process: Callable[..., ServeProcess], tmp_path: Path
+) -> None:
+    # uvicorn's supervisor restarts every worker on SIGHUP: they must come back on the last
+    # good params, not crash-loop on the bad file.
+    path = write_params(tmp_path / "params.json")
+    proc = serve_process("--params", str(path), "--workers", "2", env={"PDROUTE_WATCH_PARAMS": "false"})
+    proc.wait_ready(timeout=30)
+    good = httpx.get(f"{proc.url}/params").json()["params_id"]
+    write_params(path, alpha=-1)
+    proc.signal(signal.SIGHUP)
+    time.sleep(2.0)  # let the supervisor cycle the workers
+    deadline = time.monotonic() + 20
+    answers = []
+    while time.monotonic() < deadline and len(answers) < 20:
+        try:
+            r = httpx.get(f"{proc.url}/params", timeout=2)
+            answers.append(r.json())
+        except httpx.TransportError:
+            time.sleep(0.1)
+    assert len(answers) == 20
+    assert all(a["params_id"] == good for a in answers)
+    assert any(a["last_reload_error"] and "alpha: must be > 0" in a["last_reload_error"] for a in answers)
+    route = httpx.post(f"{proc.url}/route", json={"prompt_len": 100, "system_load": 3})
+    assert route.status_code == 200 and route.json()["params_id"] == good
+    metrics = httpx.get(f"{proc.url}/metrics").text
+    assert 'pdroute_params_reloads_total{outcome="failure",trigger="startup"} 1.0' in metrics
