@@ -33,6 +33,8 @@ from solver.params import CostModelParams, load_params, save_params
 
 if TYPE_CHECKING:
     from solver.fit import FitReport
+    from solver.profile_result import ProfileResult
+
 
 Decision = Literal["collocated", "disaggregated"]
 COLLOCATED: Decision = "collocated"
@@ -106,9 +108,18 @@ class AnalyticalCostModel:
         cls,
         path: str | os.PathLike[str],
         save_params_path: str | os.PathLike[str] | None = None,
+        *,
+        model_name: str | None = None,
+        hardware: str | None = None,
     ) -> AnalyticalCostModel:
-        """Fit the parameters from a profile file (JSON, or ``.pt`` when torch is installed)."""
-        model, _report = cls.fit_with_report(path, save_params_path=save_params_path)
+        """Fit the parameters from a profile file (JSON, or ``.pt`` when torch is installed).
+
+        The rules are ``solver.fit``'s. With ``save_params_path`` the params are written there
+        and the fit report beside them as ``<stem>.fit_report.json``.
+        """
+        model, _report = cls.fit_with_report(
+            path, save_params_path=save_params_path, model_name=model_name, hardware=hardware
+        )
         return model
 
     @classmethod
@@ -116,16 +127,36 @@ class AnalyticalCostModel:
         cls,
         path: str | os.PathLike[str],
         save_params_path: str | os.PathLike[str] | None = None,
+        *,
+        model_name: str | None = None,
+        hardware: str | None = None,
     ) -> tuple[AnalyticalCostModel, FitReport]:
         """As ``fit_from_profile`` and also return the fit report (written beside the params)."""
         from solver.fit import fit_profile, save_fit_report
+        from solver.fit_report import fit_report_path
         from solver.profile_io import load_profile
 
-        params, report = fit_profile(load_profile(path))
+        params, report = fit_profile(load_profile(path), model_name=model_name, hardware=hardware)
         if save_params_path is not None:
             saved = save_params(params, save_params_path)
-            save_fit_report(report, saved.with_name(saved.stem + ".fit_report.json"))
+            save_fit_report(report, fit_report_path(saved))
         return cls(params), report
+
+    def plot_all(
+        self,
+        output_dir: str | os.PathLike[str],
+        output_len: int = 200,
+        chunk_size: int = 256,
+        profile: ProfileResult | None = None,
+    ) -> list[str]:
+        """Draw the four PNG figures of ``solver.plots`` into ``output_dir``; return their paths.
+
+        matplotlib is imported only here (the ``plots`` extra); the service never needs it.
+        """
+        from solver.plots import plot_all
+
+        paths = plot_all(self, output_dir, output_len=output_len, chunk_size=chunk_size, profile=profile)
+        return [str(p) for p in paths]
 
     # --- the design's formulas (scalar) -----------------------------------------------------
     def t_prefill(self, prompt_len: float) -> float:

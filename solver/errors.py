@@ -27,3 +27,11 @@ class InvalidCurves(PdrouteError):
 
 class UnsupportedSource(PdrouteError):
     """A profile source cannot serve the request (model, system, backend or version it lacks)."""
+
+
+class InvalidTrace(PdrouteError):
+    """A request trace (CSV file or generator settings) is unusable."""
+
+
+class InvalidSimConfig(PdrouteError):
+    """A simulator setting (fleet, policy, prediction, SLO) is unusable."""

@@ -1,0 +1,40 @@
+"""``pdroute fit PROFILE -o params.json``: fit the cost model to a profile, print the report.
+
+Writes ``params.json`` and, beside it, ``<stem>.fit_report.json``; prints the report's table
+(values, R^2, worst residual, warnings). The fitting rules are ``solver.fit``'s
+(docs/fitting.md). A ``.pt`` profile needs torch; the JSON form does not.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from solver.costmodel import AnalyticalCostModel
+from solver.fit_report import fit_report_path
+
+
+def register(sub: Any) -> None:
+    p: argparse.ArgumentParser = sub.add_parser(
+        "fit",
+        help="fit params.json to a profile",
+        description="Fit the cost model's parameters to a profile (JSON or .pt) and report the fit.",
+    )
+    p.add_argument("profile", type=Path, help="profile_data.pt or its JSON form")
+    p.add_argument("-o", "--output", type=Path, default=Path("params.json"), help="params file to write")
+    p.add_argument("--model", help="model name for the params metadata (default: from the profile)")
+    p.add_argument("--hardware", help="hardware name for the params metadata (default: from the profile)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    model, report = AnalyticalCostModel.fit_with_report(
+        args.profile, save_params_path=args.output, model_name=args.model, hardware=args.hardware
+    )
+    print(report.format_table())
+    print()
+    print(f"wrote {args.output} (params_id {model.params.params_id})")
+    print(f"wrote {fit_report_path(args.output)}")
+    print(f"break-even load {model.break_even_load:.3f}")
+    return 0

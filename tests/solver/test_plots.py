@@ -1,0 +1,104 @@
+"""The four figures are real PNG files with content that follows the parameters."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from solver.costmodel import AnalyticalCostModel
+from solver.fit import fit_profile
+from solver.params import CostModelParams, ParamsMetadata
+from solver.plots import (
+    COLLOCATED_COLOUR,
+    DISAGGREGATED_COLOUR,
+    plot_all,
+    plot_decision_heatmap,
+    plot_decode_curve,
+)
+from tests.solver.synthetic_profiles import synthetic_profile
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+NAMES = ["decision_heatmap.png", "latency_bars.png", "transfer_vs_interference.png", "decode_curve.png"]
+
+
+def _rtx4090_model(**overrides: float) -> AnalyticalCostModel:
+    values = {"alpha": 0.05, "beta": 20.0, "batch_thresh": 16.0, "gamma": 0.0869, "bandwidth_GBps": 12.9}
+    values.update(overrides)
+    return AnalyticalCostModel(
+        CostModelParams(
+            alpha=values["alpha"],
+            beta=values["beta"],
+            batch_thresh=values["batch_thresh"],
+            gamma=values["gamma"],
+            bandwidth_GBps=values["bandwidth_GBps"],
+            bytes_per_token=147456,
+            metadata=ParamsMetadata(model="test-model", hardware="RTX 4090"),
+        )
+    )
+
+
+def _pixels(path: Path) -> np.ndarray:
+    with Image.open(path) as img:
+        rgb: np.ndarray = np.asarray(img.convert("RGB"), dtype=np.int16)
+    return rgb
+
+
+def _share_of_colour(rgb: np.ndarray, hex_colour: str) -> float:
+    target = np.array([int(hex_colour[i : i + 2], 16) for i in (1, 3, 5)], dtype=np.int16)
+    close = np.abs(rgb - target).max(axis=2) <= 8
+    return float(close.mean())
+
+
+def test_plot_all_writes_four_real_non_blank_pngs(tmp_path: Path) -> None:
+    profile = synthetic_profile(batch_thresh=12.0)
+    model = AnalyticalCostModel(fit_profile(profile)[0])
+    paths = model.plot_all(tmp_path / "nested" / "plots", profile=profile)
+    assert [Path(p).name for p in paths] == NAMES
+    for p in map(Path, paths):
+        data = p.read_bytes()
+        assert data[:8] == PNG_MAGIC, p
+        assert len(data) > 10_000, p
+        rgb = _pixels(p)
+        assert rgb.shape[0] >= 400 and rgb.shape[1] >= 600, p
+        # Not a single colour: many distinct colours (lines, text, fills, antialiasing).
+        assert len(np.unique(rgb.reshape(-1, 3), axis=0)) > 50, p
+
+
+def test_heatmap_colours_follow_the_decision(tmp_path: Path) -> None:
+    # The design's RTX 4090 figures: break-even load ~2.1, so most of loads 0..32 is green.
+    mixed = _pixels(plot_decision_heatmap(_rtx4090_model(), tmp_path / "mixed.png"))
+    assert _share_of_colour(mixed, DISAGGREGATED_COLOUR) > 0.3
+    assert _share_of_colour(mixed, COLLOCATED_COLOUR) > 0.02
+    # A KV path 1000x slower and one output token (so the decode terms hardly differ): the
+    # transfer never pays off, and only the legend swatch is green.
+    slow_model = _rtx4090_model(bandwidth_GBps=0.0129)
+    slow = _pixels(plot_decision_heatmap(slow_model, tmp_path / "slow.png", output_len=1))
+    assert _share_of_colour(slow, DISAGGREGATED_COLOUR) < 0.01
+    assert _share_of_colour(slow, COLLOCATED_COLOUR) > 0.3
+
+
+def test_decode_curve_shows_measured_points_only_with_a_profile(tmp_path: Path) -> None:
+    profile = synthetic_profile(batch_thresh=200.0)  # flat: batch_thresh is a lower bound
+    model = AnalyticalCostModel(fit_profile(profile)[0])
+    bare = plot_decode_curve(model, tmp_path / "bare.png")
+    measured = plot_decode_curve(model, tmp_path / "measured.png", profile)
+    assert bare.read_bytes() != measured.read_bytes()
+    # matplotlib's first colour cycle entry (#1f77b4) marks the first kv_len's points.
+    assert _share_of_colour(_pixels(measured), "#1f77b4") > _share_of_colour(_pixels(bare), "#1f77b4")
+
+
+def test_plots_work_for_params_without_a_fit_report(tmp_path: Path) -> None:
+    # Hand-written params (no fit_quality, batch_thresh far beyond the default load range).
+    paths = plot_all(_rtx4090_model(batch_thresh=300.0), tmp_path, output_len=20, chunk_size=64)
+    assert all(p.read_bytes()[:8] == PNG_MAGIC for p in paths)
+
+
+@pytest.mark.parametrize("module", ["solver.costmodel", "solver.fit", "solver.params"])
+def test_core_modules_do_not_import_matplotlib(module: str) -> None:
+    code = f"import sys, {module}; sys.exit('matplotlib' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
