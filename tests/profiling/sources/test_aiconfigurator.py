@@ -1,0 +1,248 @@
+"""The aiconfigurator profile source, against the real installed database (no mocks).
+
+One default-grid profile of Qwen3-8B on h100_sxm with vLLM is shared by the module (the first
+profile loads the database, about 2-4 s; later ones take well under a second).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Mapping
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from prometheus_client import CollectorRegistry
+
+from app.main import create_app
+from app.settings import Settings, embedded_params_path
+from profiling.sources.aiconfigurator import profile_from_aiconfigurator
+from solver.costmodel import AnalyticalCostModel
+from solver.errors import UnsupportedSource
+from solver.fit import fit_profile
+from solver.params import load_params, save_params
+from solver.profile_io import load_profile, save_profile_json
+from solver.profile_result import ProfileGrids, ProfileResult, profile_from_json_dict
+
+ROOT = Path(__file__).resolve().parents[3]
+GRIDS = ProfileGrids()
+SMALL = ProfileGrids(
+    prompt_lens=(128, 512),
+    kv_lens=(512,),
+    batch_sizes=(1, 8),
+    chunk_sizes=(128,),
+    decode_batches=(8,),
+)
+QWEN3_8B: dict[str, Any] = {"model": "Qwen/Qwen3-8B", "system": "h100_sxm", "backend": "vllm"}
+# The database interpolates kernel tables: a mixed step can come out a hair cheaper than the
+# pure decode step it contains. Tolerated: 1% of that decode step.
+INTERFERENCE_NOISE = 0.01
+
+
+def _spec(system: str) -> Mapping[str, Any]:
+    """The system's spec, read straight from aiconfigurator's YAML file (not through pdroute)."""
+    path = resources.files("aiconfigurator_core") / "systems" / f"{system}.yaml"
+    spec: Mapping[str, Any] = yaml.safe_load(path.read_text())
+    return spec
+
+
+@pytest.fixture(scope="module")
+def profile() -> ProfileResult:
+    return profile_from_aiconfigurator(**QWEN3_8B, backend_version=None, transfer="nvlink", grids=GRIDS)
+
+
+def test_grids_are_complete(profile: ProfileResult) -> None:
+    assert set(profile.T_prefill) == set(GRIDS.prompt_lens)
+    assert set(profile.T_decode) == set(itertools.product(GRIDS.kv_lens, GRIDS.batch_sizes))
+    pairs = set(itertools.product(GRIDS.chunk_sizes, GRIDS.decode_batches))
+    assert set(profile.T_interference) == set(profile.T_mixed) == set(profile.T_baseline) == pairs
+    assert profile.interference_kv_len == GRIDS.interference_kv_len
+    assert profile.provenance["omitted_points"] == []
+    for length in GRIDS.prompt_lens:
+        assert profile.samples[f"prefill/{length}"] == [profile.T_prefill[length]]
+    for chunk, batch in pairs:
+        assert profile.samples[f"mixed/{chunk}x{batch}"] == [profile.T_mixed[(chunk, batch)]]
+
+
+def test_step_times_are_positive(profile: ProfileResult) -> None:
+    for table in (profile.T_prefill, profile.T_decode, profile.T_mixed, profile.T_baseline):
+        assert all(v > 0 for v in table.values())
+
+
+def test_longer_prompts_are_never_cheaper(profile: ProfileResult) -> None:
+    times = [profile.T_prefill[n] for n in sorted(profile.T_prefill)]
+    assert all(a <= b for a, b in itertools.pairwise(times)), times
+
+
+def test_larger_decode_batches_and_longer_contexts_are_never_cheaper(profile: ProfileResult) -> None:
+    for kv in GRIDS.kv_lens:
+        times = [profile.T_decode[(kv, b)] for b in sorted(GRIDS.batch_sizes)]
+        assert all(a <= b for a, b in itertools.pairwise(times)), (kv, times)
+    for batch in GRIDS.batch_sizes:
+        times = [profile.T_decode[(kv, batch)] for kv in sorted(GRIDS.kv_lens)]
+        assert all(a <= b for a, b in itertools.pairwise(times)), (batch, times)
+
+
+def test_interference_is_mixed_minus_decode_and_never_negative_beyond_noise(profile: ProfileResult) -> None:
+    kv = profile.interference_kv_len
+    for (chunk, batch), value in profile.T_interference.items():
+        base = profile.T_baseline[(chunk, batch)]
+        assert value == profile.T_mixed[(chunk, batch)] - base
+        # The baseline is the same decode step as the decode table's point at that kv_len.
+        assert base == profile.T_decode[(kv, batch)]
+        assert value >= -INTERFERENCE_NOISE * base, (chunk, batch, value)
+    for batch in GRIDS.decode_batches:
+        by_chunk = [profile.T_interference[(c, batch)] for c in sorted(GRIDS.chunk_sizes)]
+        assert all(a <= b for a, b in itertools.pairwise(by_chunk)), (batch, by_chunk)
+
+
+def test_bytes_per_token_from_the_architecture(profile: ProfileResult) -> None:
+    cfg = profile.model_config
+    assert (cfg["num_layers"], cfg["num_kv_heads"], cfg["head_dim"]) == (36, 8, 128)
+    assert cfg["kv_dtype"] == "bfloat16"
+    assert profile.bytes_per_token == 36 * 8 * 128 * 2 * 2  # K and V, 2 bytes each
+
+
+def test_provenance_states_the_database_and_a_spec_bandwidth(profile: ProfileResult) -> None:
+    prov = profile.provenance
+    assert prov["source"] == "aiconfigurator"
+    assert prov["aiconfigurator_version"] == profile.versions["aiconfigurator"]
+    assert prov["database_version"].endswith(profile.versions["aiconfigurator-core"])
+    assert (prov["system"], prov["backend"], prov["database_mode"]) == ("h100_sxm", "vllm", "SILICON")
+    assert prov["backend_version"]  # resolved: the database's current vLLM version
+    assert prov["tp_size"] == 1
+    assert prov["kv_dtype"] == "bfloat16"
+    assert prov["bandwidth_kind"] == "spec"
+    assert "not a measurement" in prov["bandwidth_note"]
+    assert profile.transfer_path == prov["transfer_path"] == "nvlink"
+    assert profile.p2p_bandwidth_GBps == _spec("h100_sxm")["node"]["intra_node_bw"] / 1e9
+
+
+def test_json_round_trip_and_determinism(profile: ProfileResult, tmp_path: Path) -> None:
+    path = save_profile_json(profile, tmp_path / "profile.json")
+    assert load_profile(path) == profile_from_json_dict(profile.to_json_dict())
+    again = profile_from_aiconfigurator(**QWEN3_8B, grids=GRIDS)
+    assert json.dumps(again.to_json_dict()) == json.dumps(profile.to_json_dict())
+
+
+@pytest.mark.parametrize(
+    ("transfer", "spec_key"), [("network", "inter_node_bw"), ("pcie", "pcie_bw"), ("nvlink", "intra_node_bw")]
+)
+@pytest.mark.parametrize(("system", "tp_size"), [("h200_sxm", 1), ("h100_sxm", 2)])
+def test_bandwidth_is_the_spec_figure_per_gpu_times_tp(
+    transfer: str, spec_key: str, system: str, tp_size: int
+) -> None:
+    p = profile_from_aiconfigurator(
+        **{**QWEN3_8B, "system": system}, transfer=transfer, tp_size=tp_size, grids=SMALL
+    )
+    per_gpu = _spec(system)["node"][spec_key] / 1e9
+    assert p.p2p_bandwidth_GBps == per_gpu * tp_size
+    assert p.provenance["bandwidth_GBps_per_gpu"] == per_gpu
+    assert p.transfer_path == transfer
+    assert p.bytes_per_token == 147456  # the whole model's KV per token, whatever the TP
+
+
+def test_tensor_parallel_steps_are_faster() -> None:
+    tp1 = profile_from_aiconfigurator(**QWEN3_8B, grids=SMALL)
+    tp2 = profile_from_aiconfigurator(**QWEN3_8B, tp_size=2, grids=SMALL)
+    assert tp2.T_prefill[512] < tp1.T_prefill[512]
+    assert tp2.provenance["hardware"] == "h100_sxm tp2"
+
+
+def test_points_out_of_memory_are_left_out_and_listed() -> None:
+    grids = ProfileGrids(
+        prompt_lens=(128, 512), kv_lens=(2048,), batch_sizes=(1, 512), chunk_sizes=(64,), decode_batches=(4,)
+    )
+    p = profile_from_aiconfigurator(**QWEN3_8B, grids=grids)
+    # 2048 tokens x 512 sequences x 147456 bytes = 155 GB of KV cache: no 80 GB H100 holds it.
+    assert set(p.T_decode) == {(2048, 1)}
+    assert p.provenance["omitted_points"] == ["decode/2048x512: out of GPU memory"]
+
+
+def _one_line(exc: pytest.ExceptionInfo[UnsupportedSource]) -> str:
+    message = str(exc.value)
+    assert "\n" not in message
+    return message
+
+
+@pytest.mark.parametrize(
+    ("override", "named", "listed"),
+    [
+        ({"system": "h100_pcie"}, "h100_pcie", ["h100_sxm", "h200_sxm", "b200_sxm"]),
+        ({"backend": "tensorrt"}, "tensorrt", ["vllm", "sglang", "trtllm"]),
+        ({"backend_version": "0.1.0"}, "0.1.0", ["0.24.0 (current)"]),
+        ({"model": "deepseek-ai/DeepSeek-V3"}, "DeepSeek-V3", ["Qwen/Qwen3-8B", "Qwen/Qwen3-32B"]),
+        (
+            {"model": "acme/never-released"},
+            "never-released",
+            ["Qwen/Qwen3-8B", "meta-llama/Meta-Llama-3.1-8B"],
+        ),
+        ({"transfer": "infiniband"}, "infiniband", ["nvlink", "pcie", "network"]),
+        ({"tp_size": 3}, "tp size 3", ["1, 2, 4, 8"]),
+    ],
+)
+def test_unsupported_combinations_name_what_is_supported(
+    override: dict[str, Any], named: str, listed: list[str]
+) -> None:
+    kwargs: dict[str, Any] = {**QWEN3_8B, "grids": SMALL, **override}
+    with pytest.raises(UnsupportedSource) as exc:
+        profile_from_aiconfigurator(**kwargs)
+    message = _one_line(exc)
+    assert named in message
+    for item in listed:
+        assert item in message
+
+
+def test_fitted_params_load_and_serve(profile: ProfileResult, tmp_path: Path) -> None:
+    params, _ = fit_profile(profile)
+    path = save_params(params, tmp_path / "params.json")
+    loaded = load_params(path)
+    assert loaded == params
+    assert loaded.metadata.source == "aiconfigurator"
+    assert loaded.metadata.hardware == "h100_sxm"
+    assert loaded.bytes_per_token == profile.bytes_per_token
+    decision, t_c, t_d = AnalyticalCostModel(loaded).route(1024, 200, 8)
+    assert decision in ("collocated", "disaggregated") and t_c > 0 and t_d > 0
+    app = create_app(Settings(params_path=path, watch_params=False), registry=CollectorRegistry())
+    assert app.state.store.current.params_id == params.params_id
+
+
+def test_embedded_default_is_qwen3_8b_on_h100_vllm_nvlink() -> None:
+    path = embedded_params_path()
+    assert path == ROOT / "solver" / "data" / "params" / "default.json"
+    params = load_params(path)
+    meta = params.metadata
+    assert (meta.model, meta.hardware, meta.transfer_path, meta.source) == (
+        "Qwen/Qwen3-8B",
+        "h100_sxm",
+        "nvlink",
+        "aiconfigurator",
+    )
+    assert meta.extra["profile_provenance"]["backend"] == "vllm"
+    assert params.bytes_per_token == 147456
+    shipped_profile = load_profile(ROOT / "solver" / "data" / "profiles" / "default.json")
+    assert shipped_profile.provenance["generated_by"].startswith(
+        "pdroute profile --source aiconfigurator --model Qwen/Qwen3-8B --system h100_sxm --backend vllm"
+    )
+
+
+def test_default_params_regenerate_from_the_documented_command(tmp_path: Path) -> None:
+    env = {**os.environ, "PDROUTE": f"{sys.executable} -m app"}
+    script = ROOT / "scripts" / "make-default-params.sh"
+    args = ["bash", str(script), "--out", str(tmp_path), "--only", "default", "--no-plots"]
+    done = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    for rel in ("solver/data/params/default.json", "solver/data/profiles/default.json"):
+        shipped, regenerated = ROOT / rel, tmp_path / rel
+        assert regenerated.read_text() == shipped.read_text(), rel
+    shipped_params = load_params(ROOT / "solver/data/params/default.json")
+    assert load_params(tmp_path / "solver/data/params/default.json") == shipped_params
+    # The fit report beside it comes out the same too.
+    report = "solver/data/params/default.fit_report.json"
+    assert json.loads((tmp_path / report).read_text()) == json.loads((ROOT / report).read_text())
