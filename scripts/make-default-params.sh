@@ -62,6 +62,11 @@ for entry in "${SHIPPED[@]}"; do
   if [ "$plots" = 1 ]; then
     "${pdroute[@]}" plot "$params" --profile "$profile" -o "$out/docs/params/$name"
   fi
+  if [ "$name" = default ]; then
+    # kustomize reads only files inside its folder: the base keeps a copy of the default.
+    mkdir -p "$out/deploy/kubernetes/base"
+    cp "$params" "$out/deploy/kubernetes/base/params.json"
+  fi
 done
 if [ "$found" = 0 ]; then
   echo "make-default-params.sh: no shipped file named '$only'" >&2

@@ -3,7 +3,8 @@
 # with apt when running as root; elsewhere those tests skip and say which tool is missing.
 set -uo pipefail
 need=()
-command -v promtool >/dev/null 2>&1 || need+=(prometheus)
+# Debian's prometheus package carries both promtool (rule checks) and prometheus (the e2e test).
+{ command -v promtool && command -v prometheus; } >/dev/null 2>&1 || need+=(prometheus)
 if [ ${#need[@]} -eq 0 ]; then exit 0; fi
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   echo "installing ${need[*]} with apt-get" >&2
