@@ -1,0 +1,179 @@
+"""``pdroute simulate``: score routing policies on a trace or a generated load, from a profile.
+
+Example::
+
+    pdroute simulate --profile profile.json --params params.json --trace trace.csv \\
+        --policies all --rates 1,2,4,8 -o results/
+
+Writes ``results.json`` (settings and every metric), ``results.md`` (the table in Markdown),
+``latency_vs_load.png`` and ``e2e_cdf.png`` into the output folder and prints the table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from solver.errors import PdrouteError
+
+
+class SimulateArgumentError(PdrouteError):
+    """A ``pdroute simulate`` argument is unusable."""
+
+
+def register(sub: Any) -> None:
+    p: argparse.ArgumentParser = sub.add_parser(
+        "simulate",
+        help="score routing policies in a P/D cluster simulation",
+        description="Simulate a fleet of prefill/decode GPUs (step times from a profile's measured "
+        "tables) and compare routing policies on a trace or a Poisson load.",
+    )
+    src = p.add_argument_group("inputs")
+    src.add_argument("--profile", type=Path, required=True, help="profile JSON (or .pt) with the tables")
+    src.add_argument("--params", type=Path, help="params.json for the cost-model policy (default: embedded)")
+    load = src.add_mutually_exclusive_group(required=True)
+    load.add_argument("--trace", type=Path, help="trace CSV: Azure format or timestamp_s,prompt,output")
+    load.add_argument("--poisson", type=int, metavar="N", help="generate N Poisson arrivals instead")
+    src.add_argument(
+        "--lengths",
+        default="lognormal:1024,128",
+        help="Poisson lengths: fixed:P,O | uniform:PMIN-PMAX,OMIN-OMAX | lognormal:PMEAN,OMEAN[,SIGMA] "
+        "| empirical:TRACE.csv (default %(default)s)",
+    )
+    src.add_argument("--max-requests", type=int, help="use only the first N requests of the trace")
+    src.add_argument("--seed", type=int, default=0, help="generator seed (default %(default)s)")
+    sweep = p.add_argument_group("loads and policies")
+    sweep.add_argument("--rates", help="offered loads in requests/s, comma-separated (trace: rescaled)")
+    sweep.add_argument("--scales", help="trace replay speed factors, comma-separated (instead of --rates)")
+    sweep.add_argument(
+        "--policies",
+        default="all",
+        help="all (default), or a comma list of: collocated, disaggregated, threshold, "
+        "threshold-queue, cost-model",
+    )
+    sweep.add_argument("--threshold", type=int, default=1000, help="prompt tokens for the threshold rules")
+    sweep.add_argument("--max-prefill-queue", type=int, default=2, help="threshold-queue: queue depth limit")
+    sweep.add_argument("--predict", default="exact", help="output-length prediction: exact | mean | fixed:N")
+    fleet = p.add_argument_group("fleet")
+    fleet.add_argument("--topology", default="conditional", choices=("conditional", "pools"))
+    fleet.add_argument("--prefill-gpus", type=int, default=2)
+    fleet.add_argument("--decode-gpus", type=int, default=6)
+    fleet.add_argument("--mixed-gpus", type=int, default=0, help="pools topology only")
+    fleet.add_argument("--chunk-size", type=int, help="prefill tokens per step (default: largest profiled)")
+    fleet.add_argument("--max-num-seqs", type=int, default=256, help="running requests per engine GPU")
+    out = p.add_argument_group("metrics and output")
+    out.add_argument("--ttft-slo-ms", type=float, default=1000.0, help="goodput TTFT limit")
+    out.add_argument("--tpot-slo-ms", type=float, default=50.0, help="goodput TPOT limit")
+    out.add_argument("-o", "--output", type=Path, required=True, help="folder for results and plots")
+    out.add_argument("--cdf-rate", type=float, help="load of the CDF plot (default: the middle one)")
+    out.add_argument("--no-plots", action="store_true", help="skip the PNG figures")
+    p.set_defaults(func=run)
+
+
+def _numbers(text: str, flag: str) -> list[float]:
+    try:
+        values = [float(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise SimulateArgumentError(f"{flag}: expected comma-separated numbers, got {text!r}") from None
+    if not values or any(not v > 0 for v in values):
+        raise SimulateArgumentError(f"{flag}: expected numbers > 0, got {text!r}")
+    return values
+
+
+def run(args: argparse.Namespace) -> int:
+    from solver.costmodel import AnalyticalCostModel
+    from solver.params import load_params
+    from solver.profile_io import load_profile
+    from solver.sim import (
+        FleetConfig,
+        LengthDistribution,
+        SloLimits,
+        format_markdown,
+        format_table,
+        make_policy,
+        parse_length_spec,
+        parse_policy_names,
+        parse_prediction,
+        poisson_workload,
+        read_trace,
+        run_sweep,
+    )
+    from solver.sim.latency import StepLatency
+
+    names = parse_policy_names(args.policies)
+    prediction = parse_prediction(args.predict)
+    slo = SloLimits(args.ttft_slo_ms, args.tpot_slo_ms)
+    profile = load_profile(args.profile)
+    model = None
+    if "cost-model" in names:
+        from app.settings import embedded_params_path
+
+        model = AnalyticalCostModel(load_params(args.params or embedded_params_path()))
+    chunk = args.chunk_size if args.chunk_size is not None else StepLatency(profile).max_chunk
+    fleet = FleetConfig(
+        topology=args.topology,
+        num_prefill=args.prefill_gpus,
+        num_decode=args.decode_gpus,
+        num_mixed=args.mixed_gpus,
+        chunk_size=chunk,
+        max_num_seqs=args.max_num_seqs,
+    )
+    if args.trace is not None:
+        base = read_trace(args.trace)
+    else:
+        if args.lengths.startswith("empirical:"):
+            source = read_trace(Path(args.lengths.partition(":")[2]))
+            pairs = tuple(zip(source.prompt_len.tolist(), source.output_len.tolist(), strict=True))
+            lengths = LengthDistribution("empirical", pairs=pairs)
+        else:
+            lengths = parse_length_spec(args.lengths)
+        if args.rates is None:
+            raise SimulateArgumentError("--poisson needs --rates")
+        base = poisson_workload(args.poisson, 1.0, lengths, seed=args.seed)
+    if args.max_requests is not None:
+        base = base.head(args.max_requests)
+    if args.rates is not None and args.scales is not None:
+        raise SimulateArgumentError("give --rates or --scales, not both")
+    if args.rates is not None:
+        workloads = [base.at_rate(r) for r in _numbers(args.rates, "--rates")]
+    elif args.scales is not None:
+        workloads = [base.scaled(s) for s in _numbers(args.scales, "--scales")]
+    else:
+        workloads = [base]
+    policies = [
+        make_policy(n, model=model, threshold_tokens=args.threshold, max_queue_depth=args.max_prefill_queue)
+        for n in names
+    ]
+    print(
+        f"simulating {len(policies)} policies x {len(workloads)} loads, {base.num_requests} requests "
+        f"from {base.source}; {fleet.describe()}, chunk {fleet.chunk_size}",
+        file=sys.stderr,
+    )
+    started = time.perf_counter()
+    result = run_sweep(profile, workloads, policies, fleet, prediction, slo)
+    elapsed = time.perf_counter() - started
+    table = format_table(result.metrics)
+    print(table)
+    print(f"({len(result.metrics)} runs in {elapsed:.1f} s; latencies in ms, rates in requests/s)")
+    out: Path = args.output
+    out.mkdir(parents=True, exist_ok=True)
+    arguments = {k: v if isinstance(v, int | float | None) else str(v) for k, v in vars(args).items()}
+    arguments.pop("func", None)
+    document = {**result.to_json_dict(), "arguments": arguments, "wall_s": elapsed}
+    (out / "results.json").write_text(json.dumps(document, indent=2, allow_nan=False) + "\n")
+    (out / "results.md").write_text(format_markdown(result.metrics) + "\n")
+    written = [out / "results.json", out / "results.md"]
+    if not args.no_plots:
+        from solver.sim.plots import plot_e2e_cdf, plot_latency_vs_load
+
+        rates = result.rates
+        cdf_rate = args.cdf_rate if args.cdf_rate is not None else rates[len(rates) // 2]
+        written.append(plot_latency_vs_load(result, out / "latency_vs_load.png"))
+        written.append(plot_e2e_cdf(result, cdf_rate, out / "e2e_cdf.png"))
+    for path in written:
+        print(f"wrote {path}", file=sys.stderr)
+    return 0

@@ -1,0 +1,162 @@
+"""Metrics of a run (latency percentiles, throughput, goodput) and their table and JSON forms.
+
+Definitions (``SimRecords`` gives TTFT, end-to-end latency and TPOT per request):
+
+- percentiles are numpy's linear-interpolation percentiles over the requests of one run;
+  TPOT statistics leave out one-token outputs (no time per output token exists for them);
+- throughput = finished requests / makespan, and output tokens / makespan, where the makespan
+  runs from the first arrival to the last finish;
+- goodput = requests meeting both ``ttft_ms <= ttft_limit_ms`` and ``tpot_ms <= tpot_limit_ms``
+  (one-token outputs need only the TTFT limit) / makespan; ``slo_attainment`` is their share;
+- ``share_disaggregated`` = requests that took the disaggregated path / all requests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from solver.errors import InvalidSimConfig
+from solver.sim.records import SimRecords
+
+
+@dataclass(frozen=True)
+class SloLimits:
+    """The user's latency limits for goodput (ms)."""
+
+    ttft_ms: float = 1000.0
+    tpot_ms: float = 50.0
+
+    def __post_init__(self) -> None:
+        if not (self.ttft_ms > 0 and self.tpot_ms > 0):
+            raise InvalidSimConfig("SLO limits must be > 0 ms")
+
+
+@dataclass(frozen=True)
+class LatencyStats:
+    """Mean and percentiles of one latency (ms); None when no request defines it."""
+
+    mean: float | None
+    p50: float | None
+    p90: float | None
+    p99: float | None
+
+    @classmethod
+    def of(cls, values: npt.NDArray[np.float64]) -> LatencyStats:
+        v = values[np.isfinite(values)]
+        if v.size == 0:
+            return cls(None, None, None, None)
+        p50, p90, p99 = np.percentile(v, [50, 90, 99]).tolist()
+        return cls(float(np.mean(v)), p50, p90, p99)
+
+
+@dataclass(frozen=True)
+class PolicyMetrics:
+    """One policy at one offered load."""
+
+    policy: str
+    offered_rate: float  # requests/s offered by the (scaled) workload
+    num_requests: int
+    e2e_ms: LatencyStats
+    ttft_ms: LatencyStats
+    tpot_ms: LatencyStats
+    throughput_rps: float  # finished requests per second of makespan
+    throughput_tokens_per_s: float  # output tokens per second of makespan
+    goodput_rps: float  # requests meeting both SLO limits per second of makespan
+    slo_attainment: float  # share of requests meeting both limits
+    share_disaggregated: float
+    makespan_s: float
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def summarize(records: SimRecords, offered_rate: float, slo: SloLimits) -> PolicyMetrics:
+    """The metrics of one run (see the module docstring)."""
+    ttft = records.ttft_ms
+    tpot = records.tpot_ms
+    makespan_s = records.makespan_ms / 1000.0
+    meets = (ttft <= slo.ttft_ms) & (np.isnan(tpot) | (tpot <= slo.tpot_ms))
+    n = records.num_requests
+    per_s = (lambda count: count / makespan_s) if makespan_s > 0 else (lambda count: float("nan"))
+    return PolicyMetrics(
+        policy=records.policy,
+        offered_rate=offered_rate,
+        num_requests=n,
+        e2e_ms=LatencyStats.of(records.e2e_ms),
+        ttft_ms=LatencyStats.of(ttft),
+        tpot_ms=LatencyStats.of(tpot),
+        throughput_rps=per_s(n),
+        throughput_tokens_per_s=per_s(float(np.sum(records.output_len))),
+        goodput_rps=per_s(float(np.count_nonzero(meets))),
+        slo_attainment=float(np.count_nonzero(meets)) / n,
+        share_disaggregated=float(np.count_nonzero(records.is_disaggregated)) / n,
+        makespan_s=makespan_s,
+    )
+
+
+def _fmt(value: float | None, digits: int = 0) -> str:
+    if value is None or not np.isfinite(value):
+        return "-"
+    return f"{value:,.{digits}f}"
+
+
+TABLE_COLUMNS = (
+    ("policy", 15),
+    ("rate/s", 7),
+    ("e2e p50", 8),
+    ("e2e p99", 8),
+    ("TTFT p50", 8),
+    ("TTFT p99", 8),
+    ("TPOT p50", 8),
+    ("TPOT p99", 8),
+    ("thr/s", 7),
+    ("good/s", 7),
+    ("SLO %", 6),
+    ("disagg %", 8),
+)
+
+
+def _cells(m: PolicyMetrics) -> tuple[str, ...]:
+    return (
+        m.policy,
+        _fmt(m.offered_rate, 2),
+        _fmt(m.e2e_ms.p50),
+        _fmt(m.e2e_ms.p99),
+        _fmt(m.ttft_ms.p50),
+        _fmt(m.ttft_ms.p99),
+        _fmt(m.tpot_ms.p50, 1),
+        _fmt(m.tpot_ms.p99, 1),
+        _fmt(m.throughput_rps, 2),
+        _fmt(m.goodput_rps, 2),
+        _fmt(100 * m.slo_attainment, 1),
+        _fmt(100 * m.share_disaggregated, 1),
+    )
+
+
+def _line(cells: Sequence[str]) -> str:
+    return "  ".join(
+        c.rjust(w) if i else c.ljust(w)
+        for i, (c, (_, w)) in enumerate(zip(cells, TABLE_COLUMNS, strict=True))
+    )
+
+
+def format_table(metrics: Sequence[PolicyMetrics]) -> str:
+    """A fixed-width table (latencies in ms, rates in requests/s), one row per policy and load."""
+    header = _line([name for name, _ in TABLE_COLUMNS])
+    return "\n".join([header, "-" * len(header), *(_line(_cells(m)) for m in metrics)])
+
+
+def format_markdown(metrics: Sequence[PolicyMetrics]) -> str:
+    """The same table in Markdown (for docs)."""
+    names = [name for name, _ in TABLE_COLUMNS]
+    rows = [
+        "| " + " | ".join(names) + " |",
+        "|" + "|".join("---" if i == 0 else "---:" for i in range(len(names))) + "|",
+    ]
+    rows.extend("| " + " | ".join(_cells(m)) + " |" for m in metrics)
+    return "\n".join(rows)

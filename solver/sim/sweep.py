@@ -1,0 +1,136 @@
+"""The library API: simulate one policy, or sweep policies over loads and collect metrics.
+
+Example (no HTTP, no files beyond the inputs)::
+
+    from solver.profile_io import load_profile
+    from solver.params import load_params
+    from solver.costmodel import AnalyticalCostModel
+    from solver.sim import FleetConfig, format_table, make_policy, read_trace, run_sweep
+
+    profile = load_profile("profile.json")
+    model = AnalyticalCostModel(load_params("params.json"))
+    trace = read_trace("trace.csv")
+    policies = [make_policy(n, model=model) for n in ("collocated", "cost-model")]
+    result = run_sweep(profile, [trace.at_rate(r) for r in (2, 4, 8)], policies, FleetConfig())
+    print(format_table(result.metrics))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from solver.errors import InvalidSimConfig
+from solver.profile_result import ProfileResult
+from solver.sim.events import ClusterSimulation
+from solver.sim.fleet import FleetConfig
+from solver.sim.latency import StepLatency
+from solver.sim.policies import OutputPrediction, Policy
+from solver.sim.records import SimRecords
+from solver.sim.report import PolicyMetrics, SloLimits, summarize
+from solver.sim.workload import Workload
+
+
+def simulate(
+    profile: ProfileResult | StepLatency,
+    workload: Workload,
+    policy: Policy,
+    fleet: FleetConfig | None = None,
+    prediction: OutputPrediction | None = None,
+) -> SimRecords:
+    """Run ``policy`` over ``workload`` on ``fleet``; step times from ``profile``'s tables."""
+    latency = profile if isinstance(profile, StepLatency) else StepLatency(profile)
+    predicted = (prediction or OutputPrediction()).predict(workload)
+    return ClusterSimulation(fleet or FleetConfig(), latency, policy).run(workload, predicted)
+
+
+@dataclass(frozen=True, eq=False)
+class SweepResult:
+    """Metrics of every (policy, load), plus each run's end-to-end latencies for CDF plots."""
+
+    metrics: tuple[PolicyMetrics, ...]
+    e2e_ms: dict[tuple[str, float], npt.NDArray[np.float64]] = field(repr=False)
+    settings: dict[str, Any]  # the inputs, for the JSON file
+
+    @property
+    def policies(self) -> list[str]:
+        return list(dict.fromkeys(m.policy for m in self.metrics))
+
+    @property
+    def rates(self) -> list[float]:
+        return sorted({m.offered_rate for m in self.metrics})
+
+    def to_json_dict(self) -> dict[str, Any]:
+        """Settings and metrics; non-finite numbers become None so the file is strict JSON."""
+        return {
+            "settings": _finite(self.settings),
+            "results": [_finite(m.to_json_dict()) for m in self.metrics],
+        }
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if np.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
+
+
+def run_sweep(
+    profile: ProfileResult,
+    workloads: Sequence[Workload],
+    policies: Sequence[Policy],
+    fleet: FleetConfig | None = None,
+    prediction: OutputPrediction | None = None,
+    slo: SloLimits | None = None,
+) -> SweepResult:
+    """Simulate every policy on every workload (one per offered load) and summarise.
+
+    The offered rate of a workload is its mean arrival rate; a one-request workload has none
+    and is labelled 0.
+    """
+    if not workloads or not policies:
+        raise InvalidSimConfig("a sweep needs at least one workload and one policy")
+    fleet = fleet or FleetConfig()
+    prediction = prediction or OutputPrediction()
+    slo = slo or SloLimits()
+    latency = StepLatency(profile)
+    metrics: list[PolicyMetrics] = []
+    e2e: dict[tuple[str, float], npt.NDArray[np.float64]] = {}
+    for workload in workloads:
+        rate = workload.mean_rate or 0.0
+        predicted = prediction.predict(workload)
+        for policy in policies:
+            records = ClusterSimulation(fleet, latency, policy).run(workload, predicted)
+            metrics.append(summarize(records, rate, slo))
+            e2e[(policy.name, rate)] = records.e2e_ms
+    settings = {
+        "fleet": {
+            "topology": fleet.topology,
+            "num_prefill": fleet.num_prefill,
+            "num_decode": fleet.num_decode,
+            "num_mixed": fleet.num_mixed,
+            "chunk_size": fleet.chunk_size,
+            "max_num_seqs": fleet.max_num_seqs,
+        },
+        "prediction": prediction.label,
+        "slo": {"ttft_ms": slo.ttft_ms, "tpot_ms": slo.tpot_ms},
+        "policies": [p.name for p in policies],
+        "workloads": [
+            {"source": w.source, "num_requests": w.num_requests, "rate": w.mean_rate} for w in workloads
+        ],
+        "profile": {
+            "model": dict(profile.model_config).get("name", dict(profile.model_config).get("model")),
+            "device": dict(profile.device),
+            "transfer_path": profile.transfer_path,
+            "p2p_bandwidth_GBps": profile.p2p_bandwidth_GBps,
+            "bytes_per_token": profile.bytes_per_token,
+        },
+    }
+    return SweepResult(tuple(metrics), e2e, settings)

@@ -1,0 +1,134 @@
+"""``pdroute simulate`` end to end on a synthetic profile, a small Azure-format trace and params."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from app.cli import main
+from solver.profile_io import save_profile_json
+from solver.sim import POLICY_NAMES
+from tests.solver.sim.png import assert_real_png
+from tests.solver.sim.profiles import make_profile
+
+
+@pytest.fixture
+def profile_file(tmp_path: Path) -> Path:
+    return save_profile_json(make_profile(), tmp_path / "profile.json")
+
+
+@pytest.fixture
+def azure_trace(tmp_path: Path) -> Path:
+    rng = np.random.default_rng(0)
+    lines = ["TIMESTAMP,ContextTokens,GeneratedTokens"]
+    t = 0.0
+    for _ in range(150):
+        t += float(rng.exponential(0.2))
+        minutes, seconds = divmod(t, 60)
+        stamp = f"2023-11-16 18:{int(minutes):02d}:{seconds:010.7f}"
+        lines.append(f"{stamp},{int(rng.integers(50, 2500))},{int(rng.integers(1, 120))}")
+    path = tmp_path / "azure.csv"
+    path.write_text("\r\n".join(lines))
+    return path
+
+
+def test_simulate_trace_all_policies(
+    tmp_path: Path,
+    profile_file: Path,
+    params_file: Path,
+    azure_trace: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    out = tmp_path / "results"
+    code = main(
+        [
+            "simulate",
+            "--profile",
+            str(profile_file),
+            "--params",
+            str(params_file),
+            "--trace",
+            str(azure_trace),
+            "--policies",
+            "all",
+            "--rates",
+            "2,6",
+            "--prefill-gpus",
+            "1",
+            "--decode-gpus",
+            "2",
+            "-o",
+            str(out),
+        ]
+    )
+    assert code == 0
+    printed = capsys.readouterr().out
+    for name in POLICY_NAMES:
+        assert name in printed
+    doc = json.loads((out / "results.json").read_text())
+    results = doc["results"]
+    assert len(results) == 2 * len(POLICY_NAMES)
+    assert sorted({r["offered_rate"] for r in results}) == pytest.approx([2.0, 6.0])
+    for r in results:
+        assert r["num_requests"] == 150
+        assert 0.0 <= r["share_disaggregated"] <= 1.0
+        assert r["e2e_ms"]["p99"] >= r["e2e_ms"]["p50"] > 0
+    by_policy = {(r["policy"], r["offered_rate"]): r for r in results}
+    assert by_policy[("collocated", 2.0)]["share_disaggregated"] == 0.0
+    assert by_policy[("disaggregated", 2.0)]["share_disaggregated"] == 1.0
+    assert doc["settings"]["fleet"]["num_decode"] == 2
+    assert doc["settings"]["fleet"]["chunk_size"] == 512  # the largest profiled chunk
+    assert (out / "results.md").read_text().startswith("| policy |")
+    assert_real_png(out / "latency_vs_load.png")
+    assert_real_png(out / "e2e_cdf.png")
+
+
+def test_simulate_poisson_pools_without_cost_model(
+    tmp_path: Path, profile_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "p"
+    args = ["simulate", "--profile", str(profile_file), "--poisson", "300", "--lengths", "fixed:600,20"]
+    args += ["--rates", "5", "--policies", "threshold,threshold-queue", "--topology", "pools"]
+    args += ["--mixed-gpus", "2", "--prefill-gpus", "1", "--decode-gpus", "1", "--predict", "mean"]
+    args += ["--no-plots", "-o", str(out)]
+    assert main(args) == 0
+    doc = json.loads((out / "results.json").read_text())
+    assert [r["policy"] for r in doc["results"]] == ["threshold", "threshold-queue"]
+    assert doc["settings"]["fleet"]["topology"] == "pools"
+    assert not (out / "latency_vs_load.png").exists()
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--trace", "MISSING"], "file not found"),
+        (["--trace", "BAD"], "expected 3 fields"),
+        (["--poisson", "10"], "--poisson needs --rates"),
+        (["--trace", "GOOD", "--rates", "1,x"], "--rates: expected comma-separated numbers"),
+        (["--trace", "GOOD", "--rates", "1", "--scales", "2"], "not both"),
+        (["--trace", "GOOD", "--policies", "best"], "unknown policy 'best'"),
+        (["--trace", "GOOD", "--topology", "pools"], "pools topology needs"),
+        (["--trace", "GOOD", "--predict", "fixed:0"], "fixed needs a value"),
+    ],
+)
+def test_simulate_errors_are_one_line(
+    tmp_path: Path,
+    profile_file: Path,
+    params_file: Path,
+    azure_trace: Path,
+    capsys: pytest.CaptureFixture[str],
+    extra: list[str],
+    message: str,
+) -> None:
+    bad = tmp_path / "bad.csv"
+    bad.write_text("0,10\n")
+    paths = {"MISSING": str(tmp_path / "none.csv"), "BAD": str(bad), "GOOD": str(azure_trace)}
+    extra = [paths.get(a, a) for a in extra]
+    args = ["simulate", "--profile", str(profile_file), "--params", str(params_file)]
+    args += ["--prefill-gpus", "0", "--decode-gpus", "0"] if "pools" in extra else []
+    assert main([*args, *extra, "-o", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("pdroute simulate: error:") and message in err[-1]

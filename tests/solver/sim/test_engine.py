@@ -1,0 +1,73 @@
+"""One engine GPU: decode accounting, chunked prefill, and runs cut by an admission."""
+
+from __future__ import annotations
+
+import pytest
+
+from solver.sim.engine import MIN_RUN_STEPS, EngineGpu
+from solver.sim.latency import StepLatency
+from tests.solver.sim import profiles as P
+
+
+def engine(latency: StepLatency, prompt: list[int], output: list[int], use_runs: bool) -> EngineGpu:
+    return EngineGpu(0, latency, 256, prompt, output, use_runs)
+
+
+def test_decode_steps_use_the_mean_context_and_finish_on_time(latency: StepLatency) -> None:
+    gpu = engine(latency, [300, 700], [4, 3], use_runs=False)
+    gpu.join_decode(0)
+    gpu.join_decode(1)
+    t, finished_at = 0.0, {}
+    for step in range(1, 4):
+        end = gpu.start(t)
+        assert end is not None
+        # Contexts are prompt + step (one token from the prefill, one per earlier step).
+        expected = P.decode_formula_ms((300 + step + 700 + step) / 2, 2) if step <= 2 else None
+        if expected is not None:
+            assert end - t == pytest.approx(expected, rel=1e-12)
+        produced, finished, prefilled = gpu.end_step()
+        assert prefilled == []
+        assert produced == (2 if step <= 2 else 1)
+        finished_at.update({rid: (step, tokens) for rid, tokens in finished})
+        t = end
+    # Request 1 (3 tokens) leaves after 2 decode steps, request 0 (4 tokens) after 3.
+    assert finished_at == {1: (2, 3), 0: (3, 4)}
+    assert gpu.start(t) is None and gpu.num_decoding == 0
+
+
+def test_chunked_prefill_packs_prompts_into_the_budget(latency: StepLatency) -> None:
+    gpu = engine(latency, [300, 100], [2, 2], use_runs=False)
+    gpu.add_prefill(0)
+    gpu.add_prefill(1)
+    end = gpu.start(0.0)
+    assert end is not None
+    assert end == pytest.approx(latency.prefill_ms(256))  # 256 of 300 tokens, alone on the GPU
+    assert gpu.end_step()[2] == []
+    end2 = gpu.start(end)
+    assert end2 is not None
+    # The last 44 tokens of prompt 0 and all 100 of prompt 1 share the step: both finish.
+    assert end2 - end == pytest.approx(latency.prefill_chunk_ms(256, 44) + latency.prefill_ms(100))
+    assert gpu.end_step()[2] == [0, 1]
+
+
+def test_a_cut_run_ends_with_the_step_in_flight(latency: StepLatency) -> None:
+    steps = MIN_RUN_STEPS + 20
+    single = engine(latency, [512], [steps + 1], use_runs=False)
+    runs = engine(latency, [512], [steps + 1], use_runs=True)
+    single.join_decode(0)
+    runs.join_decode(0)
+    ends, t = [], 0.0
+    for _ in range(steps):
+        end = single.start(t)
+        assert end is not None
+        single.end_step()
+        ends.append(end)
+        t = end
+    run_end = runs.start(0.0)
+    assert run_end == ends[-1] and runs.run_steps == steps
+    version = runs.version
+    cut_at = (ends[9] + ends[10]) / 2  # during the 11th step
+    assert runs.cut_run(cut_at) == ends[10]
+    assert runs.step_count == 11 and runs.version == version + 1
+    produced, finished, _ = runs.end_step()
+    assert produced == 11 and finished == []

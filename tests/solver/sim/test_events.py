@@ -1,0 +1,212 @@
+"""The event loop: exact latencies on an idle GPU, conservation, Little's law, determinism."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from solver.errors import InvalidSimConfig
+from solver.profile_result import ProfileResult
+from solver.sim import (
+    AlwaysCollocated,
+    AlwaysDisaggregated,
+    ClusterSimulation,
+    FleetConfig,
+    Policy,
+    PromptAndQueueThreshold,
+    PromptThreshold,
+    SimRecords,
+    Workload,
+    littles_law,
+    parse_length_spec,
+    poisson_workload,
+    simulate,
+)
+from solver.sim.latency import StepLatency
+from tests.solver.sim import profiles as P
+
+ONE_GPU = FleetConfig(num_prefill=0, num_decode=1, chunk_size=512)
+ONE_PAIR = FleetConfig(num_prefill=1, num_decode=1, chunk_size=512)
+
+
+def one_request(prompt_len: int, output_len: int) -> Workload:
+    return Workload(np.array([0.0]), np.array([prompt_len]), np.array([output_len]))
+
+
+def decode_sum_ms(prompt_len: int, output_len: int) -> float:
+    """Decode steps of one request alone: the i-th runs with context prompt_len + i (contexts
+    below the smallest measured kv_len take its value: the table clamps below)."""
+    kv_min = min(P.KV_LENS)
+    return sum(P.decode_formula_ms(max(prompt_len + i, kv_min), 1) for i in range(1, output_len))
+
+
+def run_both(
+    latency: StepLatency, fleet: FleetConfig, policy: Policy, workload: Workload
+) -> list[SimRecords]:
+    """The same run with one event per step and with decode runs as single events."""
+    return [
+        ClusterSimulation(fleet, latency, policy, use_runs=use_runs).run(workload, workload.output_len)
+        for use_runs in (False, True)
+    ]
+
+
+@pytest.mark.parametrize("prompt_len", [64, 512, 2048])
+@pytest.mark.parametrize("output_len", [1, 2, 40])
+def test_one_request_alone_collocated_matches_the_table(
+    profile: ProfileResult, latency: StepLatency, prompt_len: int, output_len: int
+) -> None:
+    for rec in run_both(latency, ONE_GPU, AlwaysCollocated(), one_request(prompt_len, output_len)):
+        # TTFT is the table's prefill time, also when the prompt spans several 512-token chunks.
+        assert rec.ttft_ms[0] == pytest.approx(profile.T_prefill[prompt_len], rel=1e-12)
+        expected = profile.T_prefill[prompt_len] + decode_sum_ms(prompt_len, output_len)
+        assert rec.e2e_ms[0] == pytest.approx(expected, rel=1e-12)
+        assert not rec.is_disaggregated[0]
+        assert not rec.was_policy_asked[0]  # no prefill GPU: only one path exists
+
+
+def test_first_decode_step_is_the_table_value_at_a_grid_point(
+    profile: ProfileResult, latency: StepLatency
+) -> None:
+    # Prompt 127 + one generated token = context 128, a measured kv_len; batch 1 is measured.
+    rec = simulate(latency, one_request(127, 2), AlwaysCollocated(), ONE_GPU)
+    assert rec.e2e_ms[0] - rec.ttft_ms[0] == profile.T_decode[(128, 1)]
+
+
+@pytest.mark.parametrize("output_len", [1, 30])
+def test_one_request_alone_disaggregated_adds_the_transfer(
+    profile: ProfileResult, latency: StepLatency, output_len: int
+) -> None:
+    prompt_len = 1024
+    transfer_ms = prompt_len * profile.bytes_per_token / (profile.p2p_bandwidth_GBps * 1e6)
+    for rec in run_both(latency, ONE_PAIR, AlwaysDisaggregated(), one_request(prompt_len, output_len)):
+        assert rec.ttft_ms[0] == pytest.approx(profile.T_prefill[prompt_len] + transfer_ms, rel=1e-12)
+        expected = profile.T_prefill[prompt_len] + transfer_ms + decode_sum_ms(prompt_len, output_len)
+        assert rec.e2e_ms[0] == pytest.approx(expected, rel=1e-12)
+        assert rec.is_disaggregated[0] and rec.was_policy_asked[0]
+
+
+def test_a_prefill_arriving_during_decodes_runs_as_a_mixed_step(latency: StepLatency) -> None:
+    # A (512 tokens, long output) decodes alone; B (256 tokens, 2 outputs) arrives at 100 ms.
+    wl = Workload(np.array([0.0, 0.1]), np.array([512, 256]), np.array([200, 2]))
+    t, j = P.prefill_formula_ms(512), 0
+    while t <= 100.0:  # A's decode steps until the one in flight at 100 ms ends
+        j += 1
+        t += P.decode_formula_ms(512 + j, 1)
+    mixed = P.decode_formula_ms(512 + j + 1, 1) + P.interference_formula_ms(256, 1)
+    kv_mean = ((512 + j + 2) + (256 + 1)) / 2
+    ttft_b = t + mixed - 100.0
+    e2e_b = ttft_b + P.decode_formula_ms(kv_mean, 2)
+    for rec in run_both(latency, ONE_GPU, AlwaysCollocated(), wl):
+        assert rec.ttft_ms[1] == pytest.approx(ttft_b, rel=1e-12)
+        assert rec.e2e_ms[1] == pytest.approx(e2e_b, rel=1e-12)
+
+
+def test_transfers_into_one_decode_gpu_queue_behind_each_other(
+    profile: ProfileResult, latency: StepLatency
+) -> None:
+    fleet = FleetConfig(num_prefill=2, num_decode=1)
+    wl = Workload(np.zeros(2), np.array([1024, 1024]), np.array([1, 1]))
+    rec = simulate(latency, wl, AlwaysDisaggregated(), fleet)
+    transfer_ms = latency.transfer_ms(1024)
+    prefill_ms = profile.T_prefill[1024]
+    assert sorted(rec.ttft_ms.tolist()) == pytest.approx(
+        [prefill_ms + transfer_ms, prefill_ms + 2 * transfer_ms], rel=1e-12
+    )
+
+
+def test_prefill_gpus_serve_one_queue_in_order(profile: ProfileResult, latency: StepLatency) -> None:
+    fleet = FleetConfig(num_prefill=1, num_decode=2)
+    wl = Workload(np.zeros(3), np.array([512, 512, 512]), np.array([1, 1, 1]))
+    rec = simulate(latency, wl, AlwaysDisaggregated(), fleet)
+    # One prefill GPU: the prompts go through one after another.
+    ends = np.sort(rec.ttft_ms - latency.transfer_ms(512))
+    assert ends == pytest.approx(np.array([1, 2, 3]) * profile.T_prefill[512], rel=1e-12)
+    assert rec.num_prefill_forwards == 3
+
+
+FLEETS = [
+    FleetConfig(num_prefill=2, num_decode=4, max_num_seqs=16, chunk_size=256),
+    FleetConfig("pools", num_prefill=1, num_decode=2, num_mixed=3, max_num_seqs=24),
+]
+POLICIES: list[Policy] = [
+    AlwaysCollocated(),
+    AlwaysDisaggregated(),
+    PromptThreshold(800),
+    PromptAndQueueThreshold(800, 2),
+]
+
+
+@pytest.fixture(scope="module")
+def busy_workload() -> Workload:
+    return poisson_workload(1500, 12.0, parse_length_spec("lognormal:900,120"), seed=3)
+
+
+@pytest.mark.parametrize("fleet", FLEETS, ids=["conditional", "pools"])
+@pytest.mark.parametrize("policy", POLICIES, ids=lambda p: p.name)
+def test_conservation_and_runs_match_single_steps(
+    profile: ProfileResult, busy_workload: Workload, fleet: FleetConfig, policy: Policy
+) -> None:
+    ref, fast = run_both(StepLatency(profile), fleet, policy, busy_workload)
+    for rec in (ref, fast):
+        assert np.all(rec.finish_count == 1)  # every request finishes, once
+        assert np.array_equal(rec.tokens_generated, busy_workload.output_len)
+        assert rec.total_tokens_generated == int(np.sum(busy_workload.output_len))
+        assert np.all(rec.first_token_ms > rec.arrival_ms)
+        assert np.all(rec.finish_ms >= rec.first_token_ms)
+        assert np.all(rec.system_load <= fleet.max_num_seqs)
+    # Decode runs as one event change nothing: the same floating-point operations.
+    for name in ("first_token_ms", "finish_ms", "is_disaggregated", "system_load", "engine_index"):
+        assert np.array_equal(getattr(ref, name), getattr(fast, name)), name
+    assert ref.num_engine_steps == fast.num_engine_steps
+
+
+def test_max_num_seqs_binds_under_load(latency: StepLatency, busy_workload: Workload) -> None:
+    fleet = FleetConfig(num_prefill=0, num_decode=2, max_num_seqs=4)
+    rec = simulate(latency, busy_workload, AlwaysCollocated(), fleet)
+    assert rec.system_load.max() == 4
+    roomy = simulate(latency, busy_workload, AlwaysCollocated(), FleetConfig(num_prefill=0, num_decode=2))
+    assert roomy.system_load.max() > 4
+    assert np.mean(rec.e2e_ms) > np.mean(roomy.e2e_ms)
+
+
+def test_pools_topology_sends_each_path_to_its_pool(latency: StepLatency, busy_workload: Workload) -> None:
+    fleet = FleetConfig("pools", num_prefill=1, num_decode=2, num_mixed=3)
+    rec = simulate(latency, busy_workload, PromptThreshold(900), fleet)
+    assert rec.is_disaggregated.any() and (~rec.is_disaggregated).any()
+    assert np.all(rec.engine_index[~rec.is_disaggregated] < 3)
+    assert np.all(rec.engine_index[rec.is_disaggregated] >= 3)
+
+
+def test_only_one_path_means_the_policy_is_not_asked(latency: StepLatency, busy_workload: Workload) -> None:
+    wl = busy_workload.head(100)
+    rec = simulate(latency, wl, AlwaysDisaggregated(), FleetConfig(num_prefill=0, num_decode=2))
+    assert not rec.is_disaggregated.any() and not rec.was_policy_asked.any()
+    rec = simulate(latency, wl, AlwaysCollocated(), FleetConfig("pools", num_prefill=1, num_decode=1))
+    assert rec.is_disaggregated.all() and not rec.was_policy_asked.any()
+
+
+def test_littles_law_holds_on_a_long_run(latency: StepLatency) -> None:
+    wl = poisson_workload(12_000, 10.0, parse_length_spec("lognormal:800,100"), seed=11)
+    rec = simulate(latency, wl, PromptThreshold(1000), FleetConfig(num_prefill=2, num_decode=4))
+    span = rec.arrival_ms[-1]
+    in_system, rate_times_sojourn = littles_law(rec, 0.1 * span, 0.9 * span)
+    assert in_system > 1.0  # a loaded system, not a trivial one
+    assert in_system == pytest.approx(rate_times_sojourn, rel=0.02)
+
+
+def test_same_seed_same_run_other_seed_other_run(latency: StepLatency) -> None:
+    lengths = parse_length_spec("lognormal:700,90")
+    fleet = FleetConfig(num_prefill=1, num_decode=3)
+    policy = PromptAndQueueThreshold(600, 1)
+    runs = [
+        simulate(latency, poisson_workload(800, 9.0, lengths, seed=seed), policy, fleet) for seed in (5, 5, 6)
+    ]
+    assert np.array_equal(runs[0].finish_ms, runs[1].finish_ms)
+    assert np.array_equal(runs[0].is_disaggregated, runs[1].is_disaggregated)
+    assert not np.array_equal(runs[0].finish_ms, runs[2].finish_ms)
+
+
+def test_one_prediction_per_request_is_required(latency: StepLatency) -> None:
+    wl = one_request(64, 4)
+    with pytest.raises(InvalidSimConfig, match="prediction"):
+        ClusterSimulation(ONE_GPU, latency, AlwaysCollocated()).run(wl, np.array([1, 2]))

@@ -1,0 +1,117 @@
+"""Step latencies read from the profile tables: grid values, interpolation, extension rules."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from solver.errors import InvalidProfile
+from solver.profile_result import ProfileResult
+from solver.sim.latency import Piecewise, StepLatency
+from tests.solver.sim import profiles as P
+
+
+def test_grid_points_return_the_table_values_exactly(profile: ProfileResult, latency: StepLatency) -> None:
+    for length, ms in profile.T_prefill.items():
+        assert latency.prefill_ms(length) == ms
+    for (kv, batch), ms in profile.T_decode.items():
+        assert latency.decode_ms(kv, batch) == ms
+    for (chunk, batch), ms in profile.T_interference.items():
+        assert latency.interference_ms(chunk, batch) == ms
+
+
+@pytest.mark.parametrize(("kv", "batch"), [(300.0, 2), (777.5, 6), (1500.0, 20), (2047.0, 31)])
+def test_decode_is_bilinear_inside_the_grid(latency: StepLatency, kv: float, batch: int) -> None:
+    # The synthetic table is bilinear in (kv, batch), so bilinear interpolation reproduces it.
+    assert latency.decode_ms(kv, batch) == pytest.approx(P.decode_formula_ms(kv, batch), rel=1e-12)
+
+
+def test_decode_between_grid_points_by_hand() -> None:
+    # A 2x2 table, interpolated by hand: rows kv 100/200, columns batch 1/3.
+    prof = P.make_profile()
+    prof = dataclasses.replace(
+        prof, T_decode={(100, 1): 10.0, (100, 3): 14.0, (200, 1): 20.0, (200, 3): 30.0}
+    )
+    lat = StepLatency(prof)
+    # batch 2 is halfway: 12 at kv 100, 25 at kv 200; kv 150 is halfway between: 18.5.
+    assert lat.decode_ms(150.0, 2) == pytest.approx(18.5)
+    # Below the grid on both axes: clamped to the corner.
+    assert lat.decode_ms(10.0, 1) == 10.0
+    # Above the kv grid: the last segment extended (slope 0.1 ms/token at batch 1).
+    assert lat.decode_ms(300.0, 1) == pytest.approx(30.0)
+    # Above the batch grid: extended along batch (2 ms/seq at kv 100, 5 at kv 200).
+    assert lat.decode_ms(100.0, 5) == pytest.approx(18.0)
+    assert lat.decode_ms(200.0, 5) == pytest.approx(40.0)
+
+
+def test_extension_beyond_the_grid_follows_the_last_segment(latency: StepLatency) -> None:
+    assert latency.prefill_ms(8192) == pytest.approx(P.prefill_formula_ms(8192), rel=1e-12)
+    assert latency.decode_ms(8000.0, 128) == pytest.approx(P.decode_formula_ms(8000, 128), rel=1e-12)
+    assert latency.interference_ms(2048, 64) == pytest.approx(P.interference_formula_ms(2048, 64), rel=1e-12)
+
+
+def test_below_the_grid_prefill_clamps_and_interference_goes_to_zero(latency: StepLatency) -> None:
+    smallest = min(P.PROMPT_LENS)
+    assert latency.prefill_ms(1) == P.prefill_formula_ms(smallest)
+    assert latency.prefill_ms(0) == 0.0
+    # Interference has an implicit (chunk 0 -> 0 ms) point: linear below the smallest chunk.
+    c0 = min(P.CHUNKS)
+    assert latency.interference_ms(c0 // 2, 4) == pytest.approx(P.interference_formula_ms(c0, 4) / 2)
+
+
+def test_negative_interference_is_floored_and_a_falling_tail_is_not_extended() -> None:
+    prof = dataclasses.replace(
+        P.make_profile(),
+        T_interference={(64, 4): -0.5, (128, 4): 2.0},
+        T_prefill={64: 10.0, 128: 20.0, 256: 15.0},
+    )
+    lat = StepLatency(prof)
+    assert lat.interference_ms(64, 4) == 0.0
+    # The last prefill segment falls (noise); beyond the grid the value stays flat.
+    assert lat.prefill_ms(1024) == 15.0
+
+
+def test_missing_decode_cells_are_filled_along_the_batch_axis() -> None:
+    prof = dataclasses.replace(P.make_profile(), T_decode={(100, 1): 10.0, (100, 4): 16.0, (200, 1): 20.0})
+    lat = StepLatency(prof)
+    # (200, 4) is missing (e.g. out of memory): its row has one point, so it is flat at 20.
+    assert lat.decode_ms(200.0, 4) == 20.0
+    assert lat.decode_ms(100.0, 2) == pytest.approx(12.0)
+
+
+def test_prefill_chunks_telescope_to_the_whole_prefill(latency: StepLatency) -> None:
+    length = 1900
+    total = sum(latency.prefill_chunk_ms(done, min(256, length - done)) for done in range(0, length, 256))
+    assert total == pytest.approx(latency.prefill_ms(length), rel=1e-12)
+
+
+def test_transfer_time_is_bytes_over_bandwidth(profile: ProfileResult, latency: StepLatency) -> None:
+    expected = 1000 * profile.bytes_per_token / (profile.p2p_bandwidth_GBps * 1e9) * 1e3
+    assert latency.transfer_ms(1000) == pytest.approx(expected, rel=1e-12)
+
+
+def test_empty_tables_are_rejected() -> None:
+    with pytest.raises(InvalidProfile, match="T_decode"):
+        StepLatency(dataclasses.replace(P.make_profile(), T_decode={}))
+    with pytest.raises(InvalidProfile, match="T_prefill"):
+        StepLatency(dataclasses.replace(P.make_profile(), T_prefill={}))
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.floats(-100, 5000, allow_nan=False), min_size=1, max_size=30),
+    st.lists(st.integers(1, 4000), min_size=1, max_size=6, unique=True),
+    st.data(),
+)
+def test_vectorised_piecewise_matches_scalar_bit_for_bit(
+    xs: list[float], grid: list[int], data: st.DataObject
+) -> None:
+    grid = sorted(grid)
+    ys = data.draw(st.lists(st.floats(0.1, 100), min_size=len(grid), max_size=len(grid)))
+    fn = Piecewise(grid, ys)
+    many = fn.many(np.asarray(xs, dtype=np.float64))
+    assert many.tolist() == [fn(x) for x in xs]

@@ -1,0 +1,133 @@
+"""Each policy's decisions follow its rule, on single views and inside full simulations."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from solver.costmodel import COLLOCATED, DISAGGREGATED, AnalyticalCostModel
+from solver.errors import InvalidSimConfig
+from solver.params import params_from_dict
+from solver.profile_result import ProfileResult
+from solver.sim import (
+    POLICY_NAMES,
+    CostModelPolicy,
+    FleetConfig,
+    OutputPrediction,
+    PromptAndQueueThreshold,
+    PromptThreshold,
+    RouteView,
+    Workload,
+    make_policy,
+    parse_length_spec,
+    parse_policy_names,
+    parse_prediction,
+    poisson_workload,
+    simulate,
+)
+from tests.conftest import TEST_PARAMS
+
+views = st.builds(
+    RouteView,
+    prompt_len=st.integers(1, 20_000),
+    predicted_output_len=st.integers(1, 2_000),
+    system_load=st.integers(0, 300),
+    decode_batch_size=st.integers(0, 300),
+    prefill_queue_depth=st.integers(0, 50),
+    chunk_size=st.just(512),
+)
+
+
+def cost_model() -> AnalyticalCostModel:
+    return AnalyticalCostModel(params_from_dict(TEST_PARAMS))
+
+
+@given(views)
+def test_rules_on_single_views(view: RouteView) -> None:
+    assert make_policy("collocated").decide(view) == COLLOCATED
+    assert make_policy("disaggregated").decide(view) == DISAGGREGATED
+    long_prompt = view.prompt_len > 1000
+    assert (PromptThreshold(1000).decide(view) == DISAGGREGATED) == long_prompt
+    short_queue = view.prefill_queue_depth < 3
+    assert (PromptAndQueueThreshold(1000, 3).decide(view) == DISAGGREGATED) == (long_prompt and short_queue)
+    expected = cost_model().route(
+        view.prompt_len, view.predicted_output_len, view.system_load, view.decode_batch_size
+    )[0]
+    assert CostModelPolicy(cost_model()).decide(view) == expected
+
+
+@pytest.fixture(scope="module")
+def mixed_workload() -> Workload:
+    return poisson_workload(1200, 14.0, parse_length_spec("lognormal:1000,150"), seed=21)
+
+
+def test_threshold_decisions_in_a_simulation(profile: ProfileResult, mixed_workload: Workload) -> None:
+    rec = simulate(profile, mixed_workload, PromptThreshold(900), FleetConfig(num_prefill=2, num_decode=4))
+    assert rec.was_policy_asked.all()
+    assert np.array_equal(rec.is_disaggregated, rec.prompt_len > 900)
+
+
+def test_queue_threshold_decisions_in_a_simulation(profile: ProfileResult, mixed_workload: Workload) -> None:
+    # One prefill GPU so that its queue really builds up.
+    rec = simulate(
+        profile, mixed_workload, PromptAndQueueThreshold(500, 2), FleetConfig(num_prefill=1, num_decode=4)
+    )
+    expected = (rec.prompt_len > 500) & (rec.prefill_queue_depth < 2)
+    assert np.array_equal(rec.is_disaggregated, expected)
+    assert rec.prefill_queue_depth.max() >= 2  # the queue condition was exercised
+    assert ((rec.prompt_len > 500) & ~rec.is_disaggregated).any()
+
+
+@pytest.mark.parametrize(
+    "prediction", [OutputPrediction(), OutputPrediction("fixed", 64), OutputPrediction("mean")]
+)
+@pytest.mark.parametrize("topology", ["conditional", "pools"])
+def test_cost_model_decisions_in_a_simulation(
+    profile: ProfileResult, mixed_workload: Workload, prediction: OutputPrediction, topology: str
+) -> None:
+    fleet = (
+        FleetConfig(num_prefill=2, num_decode=4)
+        if topology == "conditional"
+        else FleetConfig("pools", num_prefill=2, num_decode=2, num_mixed=2)
+    )
+    model = cost_model()
+    rec = simulate(profile, mixed_workload, CostModelPolicy(model), fleet, prediction)
+    assert np.array_equal(rec.predicted_output_len, prediction.predict(mixed_workload))
+    expected = model.route_many(
+        rec.prompt_len, rec.predicted_output_len, rec.system_load, rec.decode_batch_size
+    ).is_disaggregated
+    assert np.array_equal(rec.is_disaggregated, expected)
+    assert rec.is_disaggregated.any() and not rec.is_disaggregated.all()  # both branches taken
+    if topology == "conditional":  # both quantities are the one candidate GPU's batch
+        assert np.array_equal(rec.system_load, rec.decode_batch_size)
+
+
+def test_predictions() -> None:
+    wl = Workload(np.zeros(3), np.array([10, 20, 30]), np.array([1, 2, 6]))
+    assert OutputPrediction().predict(wl).tolist() == [1, 2, 6]
+    assert OutputPrediction("fixed", 7).predict(wl).tolist() == [7, 7, 7]
+    assert OutputPrediction("mean").predict(wl).tolist() == [3, 3, 3]
+    assert parse_prediction("fixed:12") == OutputPrediction("fixed", 12)
+    assert parse_prediction("mean") == OutputPrediction("mean")
+    assert parse_prediction("fixed:12").label == "fixed:12"
+
+
+@pytest.mark.parametrize("text", ["fixed", "fixed:x", "fixed:0", "median", "exact:3"])
+def test_bad_predictions_are_rejected(text: str) -> None:
+    with pytest.raises(InvalidSimConfig):
+        parse_prediction(text)
+
+
+def test_policy_names() -> None:
+    assert parse_policy_names("all") == POLICY_NAMES
+    assert parse_policy_names("threshold, collocated,threshold") == ("threshold", "collocated")
+    with pytest.raises(InvalidSimConfig, match="unknown policy 'fastest'"):
+        parse_policy_names("collocated,fastest")
+    with pytest.raises(InvalidSimConfig, match="no policy"):
+        parse_policy_names(" , ")
+    with pytest.raises(InvalidSimConfig, match="params"):
+        make_policy("cost-model")
+    for name in POLICY_NAMES:
+        assert make_policy(name, model=cost_model()).name == name

@@ -1,0 +1,101 @@
+"""Metrics from hand-made records: percentiles, TPOT, throughput, goodput, tables."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from solver.errors import InvalidSimConfig
+from solver.sim import SimRecords, SloLimits, format_markdown, format_table, littles_law, summarize
+from solver.sim.records import time_average_in_system
+
+
+def records(
+    arrival: list[float], first: list[float], finish: list[float], output: list[int], disagg: list[bool]
+) -> SimRecords:
+    n = len(arrival)
+    ints = np.zeros(n, dtype=np.int64)
+    return SimRecords(
+        policy="hand",
+        arrival_ms=np.array(arrival),
+        first_token_ms=np.array(first),
+        finish_ms=np.array(finish),
+        prompt_len=ints + 10,
+        output_len=np.array(output),
+        predicted_output_len=np.array(output),
+        is_disaggregated=np.array(disagg),
+        was_policy_asked=np.ones(n, dtype=np.bool_),
+        system_load=ints,
+        decode_batch_size=ints,
+        prefill_queue_depth=ints,
+        engine_index=ints,
+        tokens_generated=np.array(output),
+        finish_count=ints + 1,
+        total_tokens_generated=sum(output),
+        num_engine_steps=0,
+        num_prefill_forwards=0,
+    )
+
+
+# Four requests; times in ms.
+#   arrival first finish output  TTFT  e2e   TPOT
+#   0       100   1100   11      100   1100  100
+#   1000    1050  1550   6       50    550   100
+#   2000    2400  2430   4       400   430   10
+#   3000    3020  3020   1       20    20    -   (one token: no TPOT)
+REC = records(
+    arrival=[0, 1000, 2000, 3000],
+    first=[100, 1050, 2400, 3020],
+    finish=[1100, 1550, 2430, 3020],
+    output=[11, 6, 4, 1],
+    disagg=[True, False, False, True],
+)
+
+
+def test_latencies_and_tpot() -> None:
+    assert REC.ttft_ms.tolist() == [100, 50, 400, 20]
+    assert REC.e2e_ms.tolist() == [1100, 550, 430, 20]
+    tpot = REC.tpot_ms
+    assert tpot[:3].tolist() == [100, 100, 10] and math.isnan(tpot[3])
+
+
+def test_summary_by_hand() -> None:
+    m = summarize(REC, offered_rate=1.0, slo=SloLimits(ttft_ms=200, tpot_ms=50))
+    assert m.e2e_ms.mean == pytest.approx(525.0)
+    assert m.e2e_ms.p50 == pytest.approx(490.0)  # between 430 and 550
+    assert m.ttft_ms.p90 == pytest.approx(np.percentile([100, 50, 400, 20], 90))
+    assert m.tpot_ms.mean == pytest.approx(70.0)  # the one-token request is left out
+    assert m.makespan_s == pytest.approx(3.02)
+    assert m.throughput_rps == pytest.approx(4 / 3.02)
+    assert m.throughput_tokens_per_s == pytest.approx(22 / 3.02)
+    # Only the one-token request meets both limits (TTFT 20 <= 200, no TPOT).
+    assert m.slo_attainment == pytest.approx(0.25)
+    assert m.goodput_rps == pytest.approx(1 / 3.02)
+    assert m.share_disaggregated == pytest.approx(0.5)
+    loose = summarize(REC, 1.0, SloLimits(ttft_ms=1000, tpot_ms=100))
+    assert loose.slo_attainment == 1.0
+
+
+def test_tables() -> None:
+    metrics = [summarize(REC, 1.0, SloLimits()), summarize(REC, 2.5, SloLimits())]
+    table = format_table(metrics).splitlines()
+    assert len(table) == 4 and table[0].startswith("policy")
+    assert "2.50" in table[3] and "50.0" in table[3]  # rate and share disaggregated
+    md = format_markdown(metrics).splitlines()
+    assert md[0].startswith("| policy |") and md[1].startswith("|---|")
+    assert md[2].count("|") == md[0].count("|")
+
+
+def test_littles_law_helper_by_hand() -> None:
+    # In [0, 3000): request 0 in system 1100 ms, request 1 550 ms, request 2 430 ms (all inside).
+    assert time_average_in_system(REC, 0, 3000) == pytest.approx(2080 / 3000)
+    in_system, lam_w = littles_law(REC, 0, 3000)
+    assert lam_w == pytest.approx(3 / 3000 * (1100 + 550 + 430) / 3)
+    assert in_system == pytest.approx(lam_w)
+
+
+def test_bad_slo() -> None:
+    with pytest.raises(InvalidSimConfig):
+        SloLimits(ttft_ms=0)
