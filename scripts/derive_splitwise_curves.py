@@ -71,6 +71,10 @@ def _round(value: float) -> float:
     return round(value, 4)
 
 
+def _round_gb(value: float) -> float:
+    return round(value, 6)  # 1 kB resolution, so the linear capacity points stay linear
+
+
 def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
@@ -132,7 +136,7 @@ def _curve_set(
         "model": facts["model"],
         "hardware": "8x NVIDIA H100 80GB, 8-way tensor parallel, vLLM",
         "memory_gb": MEMORY_GB,
-        "weights_gb": _round(weights_gb),
+        "weights_gb": _round_gb(weights_gb),
         "provenance": {
             "source": source,
             "derived_by": "scripts/derive_splitwise_curves.py",
@@ -163,7 +167,7 @@ def _curve_set(
             "capacity": {
                 "label": f"{model_key} prefill memory (weights + KV of the batch)",
                 "provenance": f"computed: {weights_gb:.4f} GB + B_p x {kv} bytes",
-                "points": [[b, _round(weights_gb + b * kv / 1e9)] for b, _, _ in prefill],
+                "points": [[b, _round_gb(weights_gb + b * kv / 1e9)] for b, _, _ in prefill],
             },
             "throughput": {
                 "label": f"{model_key} prefill, Splitwise Fig. 6 (H100 TP8)",
@@ -181,7 +185,9 @@ def _curve_set(
             "capacity": {
                 "label": f"{model_key} decode memory (weights + KV at reference context)",
                 "provenance": f"computed: {weights_gb:.4f} GB + n x {REFERENCE_CONTEXT_TOKENS} x {kv} bytes",
-                "points": [[b, _round(weights_gb + b * REFERENCE_CONTEXT_TOKENS * kv / 1e9)] for b, _, _ in decode],
+                "points": [
+                    [b, _round_gb(weights_gb + b * REFERENCE_CONTEXT_TOKENS * kv / 1e9)] for b, _, _ in decode
+                ],
             },
             "throughput": {
                 "label": f"{model_key} decode, Splitwise Fig. 6 (H100 TP8)",
@@ -212,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="only compare with the files in --out-dir")
     args = parser.parse_args(argv)
     if _sha256(args.csv) != EXPECTED_SHA256:
-        print(f"warning: {args.csv} differs from the recorded copy (sha256 {EXPECTED_SHA256})", file=sys.stderr)
+        print(f"warning: {args.csv} is not the recorded copy (sha256 {EXPECTED_SHA256})", file=sys.stderr)
     mismatched = []
     for name, data in derive(args.csv).items():
         path = args.out_dir / f"{name}.json"

@@ -1,0 +1,126 @@
+"""Capacity-planner solve times: one plan at X = 1000 and a 32 x 32 grid at X = 64.
+
+    .venv/bin/python -m bench.bench_plan [--curves bloom-176b-8xh100] [--repeats 30]
+
+Targets: one plan for X <= 1000 under 20 ms; a 32 x 32 grid for X = 64 under 2 s. The baseline,
+measured in the same run, is the same solve written as a per-x Python loop over scalars (CUF
+rates, both TUF rate residuals and the reference rate at every x), i.e. what vectorising over x
+replaces; the ratio loop/vectorised is printed beside the absolute figures. The loop's best CUF
+rate is checked against the vectorised one so that both compute the same thing. Also prints the
+32 x 32 grid at X = 1000, the largest request ``POST /plan/grid`` accepts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import statistics
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+from solver.baseline import phase_limits, solve_baseline
+from solver.curves import PlanModel, build_model, throughput_at
+from solver.curveset import resolve_curve_set
+from solver.errors import InfeasiblePlan
+from solver.plan import solve_grid, solve_plan
+from solver.reference import search_grid
+
+GRID_LENS = [round(128 * 2 ** (9 * k / 31)) for k in range(32)]  # 128 .. 65536, geometric
+
+
+def _scalar(curve: object, batch: float) -> float:
+    return float(throughput_at(curve, batch))  # type: ignore[arg-type]
+
+
+def solve_plan_loop(model: PlanModel, machines: int, prompt_len: int, output_len: int) -> float:
+    """The per-x scalar loop: baseline, then for every x the CUF rate, both TUF residuals and the
+    reference rate. Returns the best CUF rate (for the cross-check)."""
+    limits = phase_limits(model, prompt_len)
+    solve_baseline(model, machines, prompt_len, output_len)
+    cap_p, cap_d = limits.prefill.batch, limits.decode.batch
+    m = cap_p / prompt_len
+    grid_p = search_grid(model.prefill.throughput, float(prompt_len), cap_p)
+    grid_d = search_grid(model.decode.throughput, 1.0, cap_d)
+    best_t_p = max(_scalar(model.prefill.throughput, b) for b in grid_p)
+    best_t_d = max(_scalar(model.decode.throughput, b) for b in grid_d)
+    best_cuf = best_ref = 0.0
+    for x in range(1, machines):
+        t_p = _scalar(model.prefill.throughput, cap_p)
+        t_d = _scalar(model.decode.throughput, cap_d)
+        best_cuf = max(best_cuf, min((machines - x) * t_p / prompt_len, x * t_d / output_len))
+        n_d = min(max((machines - x) * m / x, 1.0), cap_d)  # TUF-P
+        _ = (machines - x) * t_p / prompt_len - x * _scalar(model.decode.throughput, n_d) / output_len
+        n_p = min(max(x * cap_d / (machines - x), 1.0), m)  # TUF-D
+        _ = (machines - x) * _scalar(
+            model.prefill.throughput, n_p * prompt_len
+        ) / prompt_len - x * t_d / output_len
+        best_ref = max(best_ref, min((machines - x) * best_t_p / prompt_len, x * best_t_d / output_len))
+    return best_cuf
+
+
+def _median_s(fn: Callable[[], object], repeats: int) -> float:
+    fn()  # warm-up
+    times = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
+def _grid_loop(model: PlanModel, machines: int) -> None:
+    for prompt_len in GRID_LENS:
+        for output_len in GRID_LENS:
+            try:
+                solve_plan_loop(model, machines, prompt_len, output_len)
+            except InfeasiblePlan:  # skipped, as the grid does
+                continue
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--curves", default="bloom-176b-8xh100")
+    parser.add_argument("--repeats", type=int, default=30)
+    args = parser.parse_args()
+    model = build_model(resolve_curve_set(args.curves))
+    machines, prompt_len, output_len = 1000, 1024, 256
+
+    vec = solve_plan(model, machines, prompt_len, output_len)
+    loop_best = solve_plan_loop(model, machines, prompt_len, output_len)
+    cuf_best = float(
+        vec.candidates.rate_rps[np.char.startswith(np.array(vec.candidates.policy), "CUF")].max()
+    )
+    if abs(loop_best - cuf_best) > 1e-9 * cuf_best:
+        raise SystemExit(f"loop and vectorised CUF disagree: {loop_best} vs {cuf_best}")
+
+    plan_s = _median_s(lambda: solve_plan(model, machines, prompt_len, output_len), args.repeats)
+    loop_s = _median_s(
+        lambda: solve_plan_loop(model, machines, prompt_len, output_len), max(3, args.repeats // 5)
+    )
+    print(f"curves {args.curves}, throughput fit {model.throughput_fit}")
+    print(
+        f"one plan, X = {machines}, L_p = {prompt_len}, L_d = {output_len}: {plan_s * 1e3:.2f} ms median "
+        f"(target < 20 ms: {'PASS' if plan_s < 0.020 else 'FAIL'}); per-x loop {loop_s * 1e3:.2f} ms; "
+        f"loop/vectorised {loop_s / plan_s:.1f}x; {len(vec.candidates)} candidates"
+    )
+
+    for grid_machines, target in ((64, 2.0), (1000, None)):
+        grid = solve_grid(model, grid_machines, GRID_LENS, GRID_LENS)
+        grid_s = _median_s(functools.partial(solve_grid, model, grid_machines, GRID_LENS, GRID_LENS), 3)
+        feasible = sum(p is not None for row in grid.plans for p in row)
+        verdict = (
+            "" if target is None else f" (target < {target:g} s: {'PASS' if grid_s < target else 'FAIL'})"
+        )
+        line = (
+            f"32 x 32 grid, X = {grid_machines}: {grid_s:.3f} s (median of 3){verdict}; {feasible} feasible"
+        )
+        if grid_machines == 64:
+            grid_loop_s = _median_s(functools.partial(_grid_loop, model, 64), 3)
+            line += f"; per-x loop {grid_loop_s:.3f} s; loop/vectorised {grid_loop_s / grid_s:.1f}x"
+        print(line)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,194 @@
+"""``Plan``: the capacity planner's answer for one (X, L_p, L_d), and ``PlanGrid`` over many.
+
+The pick is the CUF or TUF candidate with the highest sustainable rate R_s; it is compared with
+the co-located baseline (speedup R_s/R_u, S_p = P_s/P_u, S_d = D_s/D_u; S_p = S_d = R_s/R_u when
+the pick is flow-balanced) and with the reference optimum of a direct search (the gap is what
+CUF/TUF leave on the table). Every clamp and boundary met on the way is listed in ``notes``.
+
+Usage::
+
+    model = build_model(load_builtin_curve_set("bloom-176b-8xh100"))
+    plan = solve_plan(model, machines=64, prompt_len=1024, output_len=256)
+    plan.best.policy, plan.speedup
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from solver.baseline import Baseline, Limits, phase_limits, solve_baseline
+from solver.curves import CapacityInverse, PlanModel, is_clamped
+from solver.errors import InfeasiblePlan
+from solver.reference import ReferenceOptimum, reference_optimum
+from solver.split import Candidate, CandidateTable, concat, cuf_balanced_x, cuf_candidates, tuf_candidates
+
+FloatArray = npt.NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The planner's answer (rates in requests/s, throughputs in tokens/s over the fleet)."""
+
+    model: PlanModel
+    machines: int  # X
+    prompt_len: int  # L_p, tokens
+    output_len: int  # L_d, tokens
+    limits: Limits
+    baseline: Baseline
+    candidates: CandidateTable  # every CUF row (x = 1..X-1), then the TUF rows
+    best: Candidate
+    reference: ReferenceOptimum
+    cuf_balanced_decode_machines: int  # integer x nearest (X - x)*n_p = x*n_d at the CUF batches
+    cuf_balanced_x_real: float  # the same balance point before rounding
+    tuf_roots: tuple[tuple[str, float], ...]  # (policy, continuous x) of every TUF solution
+    speedup: float  # R_s / R_u
+    s_p: float  # P_s / P_u
+    s_d: float  # D_s / D_u
+    reference_gap_rps: float  # reference rate - pick's rate (>= 0)
+    notes: tuple[str, ...]  # every inexact inverse and every clamped or extrapolated throughput
+
+
+def _inverse_note(what: str, inv: CapacityInverse, unit: str) -> list[str]:
+    if inv.is_exact:
+        return []
+    beyond = (
+        "never reaches the memory" if inv.fit_root is None else f"reaches it at {inv.fit_root:.4g} {unit}"
+    )
+    return [f"{what}: capacity fit {beyond}; took the domain upper bound {inv.batch:.4g} {unit} (inexact)"]
+
+
+def _clamp_notes(model: PlanModel, where: str, b_p: float, n_d: float) -> list[str]:
+    action = "clamped to the end value" if model.throughput_fit == "piecewise" else "extrapolated"
+    notes = []
+    for phase, curve, batch, unit in (
+        ("prefill", model.prefill.throughput, b_p, "tokens"),
+        ("decode", model.decode.throughput, n_d, "requests"),
+    ):
+        if is_clamped(curve, batch):
+            notes.append(
+                f"{where}: {phase} throughput at {batch:.4g} {unit} is outside the observed "
+                f"[{curve.observed_min:g}, {curve.observed_max:g}], {action}"
+            )
+    return notes
+
+
+def solve_plan(model: PlanModel, machines: int, prompt_len: int, output_len: int) -> Plan:
+    """Baseline, every candidate, the pick and the reference optimum for one workload."""
+    for name, value, least in (
+        ("machines", machines, 2),
+        ("prompt_len", prompt_len, 1),
+        ("output_len", output_len, 1),
+    ):
+        if isinstance(value, bool) or not isinstance(value, int | np.integer):
+            raise InfeasiblePlan(f"{name}: expected an integer, got {value!r}")
+        if value < least:
+            reason = (
+                "no feasible x: a split needs at least 2 machines" if name == "machines" else "must be >= 1"
+            )
+            raise InfeasiblePlan(f"{name} = {value}: {reason}")
+    machines, prompt_len, output_len = int(machines), int(prompt_len), int(output_len)
+    limits = phase_limits(model, prompt_len)
+    baseline = solve_baseline(model, machines, prompt_len, output_len)
+    cuf = cuf_candidates(model, limits, machines, prompt_len, output_len)
+    tuf, roots = tuf_candidates(model, limits, machines, prompt_len, output_len)
+    table = concat([cuf, tuf])
+    if len(table) == 0:
+        raise InfeasiblePlan(
+            "no feasible x: no split delivers a positive request rate (the throughput curves are zero "
+            "at the capacity-limited batches)"
+        )
+    best = table.row(int(np.argmax(table.rate_rps)))
+    reference = reference_optimum(
+        model.prefill.throughput, model.decode.throughput, limits, machines, prompt_len, output_len
+    )
+    x_bal, x_real = cuf_balanced_x(limits, machines, prompt_len)
+    notes = (
+        _inverse_note("prefill limit", limits.prefill, "tokens")
+        + _inverse_note("decode limit", limits.decode, "requests")
+        + _inverse_note("baseline concurrency", baseline.capacity, "requests")
+        + _clamp_notes(model, "baseline", baseline.prefill_batch_tokens, baseline.concurrency)
+        + _clamp_notes(
+            model,
+            f"pick ({best.policy}, x={best.decode_machines})",
+            best.prefill_batch_tokens,
+            best.decode_batch,
+        )
+    )
+    return Plan(
+        model=model,
+        machines=machines,
+        prompt_len=prompt_len,
+        output_len=output_len,
+        limits=limits,
+        baseline=baseline,
+        candidates=table,
+        best=best,
+        reference=reference,
+        cuf_balanced_decode_machines=x_bal,
+        cuf_balanced_x_real=x_real,
+        tuf_roots=roots,
+        speedup=best.rate_rps / baseline.rate_rps,
+        s_p=best.prefill_tokens_per_s / baseline.prefill_tokens_per_s,
+        s_d=best.decode_tokens_per_s / baseline.decode_tokens_per_s,
+        reference_gap_rps=max(reference.rate_rps - best.rate_rps, 0.0),
+        notes=tuple(notes),
+    )
+
+
+@dataclass(frozen=True)
+class PlanGrid:
+    """Plans over prompt lengths (rows) x output lengths (columns); NaN/None where infeasible."""
+
+    machines: int
+    prompt_lens: tuple[int, ...]
+    output_lens: tuple[int, ...]
+    s_p: FloatArray  # S_p per cell
+    s_d: FloatArray  # S_d per cell
+    speedup: FloatArray  # R_s / R_u per cell
+    reference_speedup: FloatArray  # reference rate / R_u per cell
+    policy: tuple[tuple[str | None, ...], ...]  # winning policy label per cell
+    plans: tuple[tuple[Plan | None, ...], ...]
+    infeasible: tuple[tuple[str | None, ...], ...]  # the reason per infeasible cell
+
+
+def solve_grid(
+    model: PlanModel, machines: int, prompt_lens: Sequence[int], output_lens: Sequence[int]
+) -> PlanGrid:
+    """``solve_plan`` for every (prompt_len, output_len); infeasible cells keep their reason.
+
+    Raises ``InfeasiblePlan`` (with the first cell's reason) when no cell is feasible.
+    """
+    shape = (len(prompt_lens), len(output_lens))
+    if 0 in shape:
+        raise InfeasiblePlan("grid: needs at least one prompt length and one output length")
+    s_p, s_d, speedup, ref = (np.full(shape, np.nan) for _ in range(4))
+    plans: list[list[Plan | None]] = [[None] * shape[1] for _ in range(shape[0])]
+    reasons: list[list[str | None]] = [[None] * shape[1] for _ in range(shape[0])]
+    for i, prompt_len in enumerate(prompt_lens):
+        for j, output_len in enumerate(output_lens):
+            try:
+                plan = solve_plan(model, machines, prompt_len, output_len)
+            except InfeasiblePlan as exc:
+                reasons[i][j] = str(exc)
+                continue
+            plans[i][j] = plan
+            s_p[i, j], s_d[i, j], speedup[i, j] = plan.s_p, plan.s_d, plan.speedup
+            ref[i, j] = plan.reference.rate_rps / plan.baseline.rate_rps
+    if all(r is not None for row in reasons for r in row):
+        raise InfeasiblePlan(f"grid: no feasible cell; first: {reasons[0][0]}")
+    return PlanGrid(
+        machines=machines,
+        prompt_lens=tuple(int(p) for p in prompt_lens),
+        output_lens=tuple(int(o) for o in output_lens),
+        s_p=s_p,
+        s_d=s_d,
+        speedup=speedup,
+        reference_speedup=ref,
+        policy=tuple(tuple(None if p is None else p.best.policy for p in row) for row in plans),
+        plans=tuple(tuple(row) for row in plans),
+        infeasible=tuple(tuple(row) for row in reasons),
+    )

@@ -1,0 +1,267 @@
+"""The P/D split solver: co-located baseline, CUF and TUF candidates, and a reference optimum.
+
+Notation (the design document's): X machines, x of them decode and X - x prefill; prompt length
+L_p and output length L_d (tokens); per machine a prefill batch B_p = n_p * L_p tokens and a
+decode batch n_d requests; T_p, T_d tokens/s and C_p, C_d GB at a batch; C the memory and C_w the
+weights of one machine. Batches are continuous; machine counts are integers.
+
+* Baseline: n_p = n_d = n with C_p(n*L_p) + C_d(n) - C_w = C; flow balance
+  alpha*T_p/L_p = (1 - alpha)*T_d/L_d gives R_u = X*a_p*a_d/(a_p + a_d) with a_p = T_p(n*L_p)/L_p
+  and a_d = T_d(n)/L_d; P_u = R_u*L_p and D_u = R_u*L_d.
+* CUF at every x: both batches at their capacity limits; the faster side is throttled
+  (alpha < 1) to the slower side's request rate. The time-saturated side names the policy.
+* TUF: alpha_p = alpha_d = 1 and both (X - x)*n_p = x*n_d and (X - x)*T_p/L_p = x*T_d/L_d;
+  TUF-P keeps B_p at its limit, TUF-D keeps n_d at its limit, the other batch follows from the
+  concurrency balance. The continuous root x* of the rate balance is mapped to its neighbouring
+  integers, where the other batch is recomputed (clipped into [one request, its limit]) and the
+  residuals are recorded.
+
+Every candidate's batches lie within [one request, capacity limit], so the reference optimum
+(``solver.reference``), which searches x and both batches over the same ranges, bounds it above.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from solver.baseline import Limits
+from solver.curves import PlanModel, throughput_at
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+BISECTION_STEPS = 30  # brackets are at most one machine wide: about 1e-9 machines of precision
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One split configuration (fleet totals; batches per machine)."""
+
+    policy: str  # "CUF-P", "CUF-D", "TUF-P" or "TUF-D"
+    decode_machines: int  # x
+    prefill_machines: int  # X - x
+    prefill_batch_tokens: float  # B_p = n_p * L_p
+    prefill_concurrency: float  # n_p
+    decode_batch: float  # n_d
+    prefill_memory_gb: float  # C_p(B_p)
+    decode_memory_gb: float  # C_d(n_d)
+    prefill_capacity_util: float  # B_p / prefill limit
+    decode_capacity_util: float  # n_d / decode limit
+    prefill_time_util: float  # alpha_p
+    decode_time_util: float  # alpha_d
+    concurrency_residual: float  # ((X-x)*n_p - x*n_d) / max of the two
+    rate_residual: float  # (P_s/L_p - D_s/L_d) / max of the two
+    prefill_tokens_per_s: float  # P_s
+    decode_tokens_per_s: float  # D_s
+    rate_rps: float  # R_s = min(P_s/L_p, D_s/L_d)
+    x_continuous: float | None  # TUF: the continuous solution this x neighbours
+
+
+@dataclass(frozen=True)
+class CandidateTable:
+    """Candidates as columns (one row each); ``row(i)`` gives a ``Candidate``."""
+
+    policy: tuple[str, ...]
+    decode_machines: IntArray
+    prefill_machines: IntArray
+    prefill_batch_tokens: FloatArray
+    prefill_concurrency: FloatArray
+    decode_batch: FloatArray
+    prefill_memory_gb: FloatArray
+    decode_memory_gb: FloatArray
+    prefill_capacity_util: FloatArray
+    decode_capacity_util: FloatArray
+    prefill_time_util: FloatArray
+    decode_time_util: FloatArray
+    concurrency_residual: FloatArray
+    rate_residual: FloatArray
+    prefill_tokens_per_s: FloatArray
+    decode_tokens_per_s: FloatArray
+    rate_rps: FloatArray
+    x_continuous: FloatArray  # NaN for CUF rows
+
+    def __len__(self) -> int:
+        return len(self.policy)
+
+    def row(self, i: int) -> Candidate:
+        skip = {"policy", "decode_machines", "prefill_machines", "x_continuous"}
+        floats = {f.name: float(getattr(self, f.name)[i]) for f in fields(self) if f.name not in skip}
+        x_cont = float(self.x_continuous[i])
+        return Candidate(
+            policy=self.policy[i],
+            decode_machines=int(self.decode_machines[i]),
+            prefill_machines=int(self.prefill_machines[i]),
+            x_continuous=None if np.isnan(x_cont) else x_cont,
+            **floats,
+        )
+
+
+def _ratio(num: FloatArray, den: FloatArray) -> FloatArray:
+    return np.divide(num, den, out=np.zeros_like(num), where=den > 0)
+
+
+def _residual(a: FloatArray, b: FloatArray) -> FloatArray:
+    return _ratio(a - b, np.maximum(a, b))
+
+
+def _table(
+    model: PlanModel,
+    limits: Limits,
+    sizes: tuple[int, int, int],
+    x: IntArray,
+    b_p: FloatArray,
+    n_d: FloatArray,
+    tuf_labels: tuple[str, ...] | None,
+    x_cont: FloatArray,
+) -> CandidateTable:
+    """Rows at decode machines ``x`` with batches ``b_p``/``n_d``: TUF rows run both sides at
+    alpha = 1 (``tuf_labels`` names them); CUF rows (``tuf_labels`` None) throttle the faster
+    side. Rows with a zero request rate are dropped."""
+    machines, prompt_len, output_len = sizes
+    xf = x.astype(np.float64)
+    t_p = throughput_at(model.prefill.throughput, b_p)
+    t_d = throughput_at(model.decode.throughput, n_d)
+    a_p = (machines - xf) * t_p / prompt_len  # requests/s the prefill pool can start
+    a_d = xf * t_d / output_len  # requests/s the decode pool can finish
+    rate = np.minimum(a_p, a_d)
+    if tuf_labels is None:
+        alpha_p = np.where(a_p > 0, _ratio(rate, a_p), 1.0)
+        alpha_d = np.where(a_d > 0, _ratio(rate, a_d), 1.0)
+        policy = tuple(np.where(a_p <= a_d, "CUF-P", "CUF-D").tolist())
+        served_p = served_d = rate  # alpha*a, without the rounding of multiplying back
+    else:
+        alpha_p = alpha_d = np.ones_like(xf)
+        policy = tuf_labels
+        served_p, served_d = a_p, a_d
+    n_p = b_p / prompt_len
+    table = CandidateTable(
+        policy=policy,
+        decode_machines=x,
+        prefill_machines=machines - x,
+        prefill_batch_tokens=b_p,
+        prefill_concurrency=n_p,
+        decode_batch=n_d,
+        prefill_memory_gb=model.prefill.capacity(b_p),
+        decode_memory_gb=model.decode.capacity(n_d),
+        prefill_capacity_util=b_p / limits.prefill.batch,
+        decode_capacity_util=n_d / limits.decode.batch,
+        prefill_time_util=alpha_p,
+        decode_time_util=alpha_d,
+        concurrency_residual=_residual((machines - xf) * n_p, xf * n_d),
+        rate_residual=_residual(served_p, served_d),
+        prefill_tokens_per_s=served_p * prompt_len,  # P_s = alpha_p*(X - x)*T_p
+        decode_tokens_per_s=served_d * output_len,  # D_s = alpha_d*x*T_d
+        rate_rps=rate,
+        x_continuous=x_cont,
+    )
+    # a row whose slower side delivers nothing (zero throughput at its batch) is not a split
+    return table if np.all(rate > 0.0) else take(table, np.nonzero(rate > 0.0)[0])
+
+
+def cuf_candidates(
+    model: PlanModel, limits: Limits, machines: int, prompt_len: int, output_len: int
+) -> CandidateTable:
+    """One CUF row per x in 1..X-1 (with a positive rate), both batches at their capacity limits."""
+    x = np.arange(1, machines, dtype=np.int64)
+    b_p = np.full(len(x), limits.prefill.batch)
+    n_d = np.full(len(x), limits.decode.batch)
+    return _table(
+        model, limits, (machines, prompt_len, output_len), x, b_p, n_d, None, np.full(len(x), np.nan)
+    )
+
+
+def _roots(residual: Callable[[FloatArray], FloatArray], lo: float, hi: float) -> FloatArray:
+    """Every sign change of ``residual`` on [lo, hi], sampled at the integers, refined by bisection."""
+    if lo > hi:
+        return np.empty(0)
+    # lo, the integers strictly inside (lo, hi), hi: increasing, no duplicates unless lo == hi
+    xs = np.concatenate(([lo], np.arange(np.floor(lo) + 1.0, np.ceil(hi)), [hi]))
+    rs = residual(xs)
+    exact = xs[rs == 0.0]
+    brackets = np.nonzero(rs[:-1] * rs[1:] < 0.0)[0]
+    left, right = xs[brackets], xs[brackets + 1]
+    sign_left = np.sign(rs[brackets])
+    for _ in range(BISECTION_STEPS if len(brackets) else 0):
+        mid = 0.5 * (left + right)
+        same = np.sign(residual(mid)) == sign_left
+        left, right = np.where(same, mid, left), np.where(same, right, mid)
+    return np.unique(np.concatenate((exact, 0.5 * (left + right))))
+
+
+def tuf_candidates(
+    model: PlanModel, limits: Limits, machines: int, prompt_len: int, output_len: int
+) -> tuple[CandidateTable, tuple[tuple[str, float], ...]]:
+    """TUF-P and TUF-D rows at the integers next to each continuous root, and the roots."""
+    big_x = float(machines)
+    cap_p, cap_d = limits.prefill.batch, limits.decode.batch
+    m = cap_p / prompt_len  # n_p at the prefill limit
+    t_p_cap = float(throughput_at(model.prefill.throughput, cap_p))
+    t_d_cap = float(throughput_at(model.decode.throughput, cap_d))
+
+    def n_d_of(x: FloatArray) -> FloatArray:  # TUF-P: concurrency balance with n_p = m
+        return (big_x - x) * m / x
+
+    def n_p_of(x: FloatArray) -> FloatArray:  # TUF-D: concurrency balance with n_d = cap_d
+        return x * cap_d / (big_x - x)
+
+    def residual_p(x: FloatArray) -> FloatArray:
+        t_d = throughput_at(model.decode.throughput, n_d_of(x))
+        return (big_x - x) * t_p_cap / prompt_len - x * t_d / output_len
+
+    def residual_d(x: FloatArray) -> FloatArray:
+        t_p = throughput_at(model.prefill.throughput, n_p_of(x) * prompt_len)
+        return (big_x - x) * t_p / prompt_len - x * t_d_cap / output_len
+
+    # x ranges where the following batch stays within [one request, its limit]
+    ranges = {
+        "TUF-P": (big_x * m / (m + cap_d), big_x * m / (m + 1.0), residual_p),
+        "TUF-D": (big_x / (cap_d + 1.0), big_x * m / (cap_d + m), residual_d),
+    }
+    found: list[tuple[str, float]] = []
+    labels: list[str] = []
+    columns: list[tuple[IntArray, FloatArray, FloatArray, FloatArray]] = []
+    for label, (lo, hi, residual) in ranges.items():
+        roots = _roots(residual, max(lo, 1.0), min(hi, big_x - 1.0))
+        found.extend((label, float(r)) for r in roots)
+        near = np.concatenate((np.floor(roots), np.ceil(roots)))
+        xs, first = np.unique(np.clip(near, 1, machines - 1).astype(np.int64), return_index=True)
+        x_cont = np.concatenate((roots, roots))[first]
+        xf = xs.astype(np.float64)
+        if label == "TUF-P":
+            b_p, n_d = np.full(len(xs), cap_p), np.clip(n_d_of(xf), 1.0, cap_d)
+        else:
+            b_p, n_d = np.clip(n_p_of(xf), 1.0, m) * prompt_len, np.full(len(xs), cap_d)
+        labels.extend([label] * len(xs))
+        columns.append((xs, b_p, n_d, x_cont))
+    xs, b_p, n_d, x_cont = (np.concatenate(parts) for parts in zip(*columns, strict=True))
+    sizes = (machines, prompt_len, output_len)
+    return _table(model, limits, sizes, xs, b_p, n_d, tuple(labels), x_cont), tuple(found)
+
+
+def take(table: CandidateTable, rows: IntArray) -> CandidateTable:
+    """The given rows of ``table``, in that order."""
+    columns: dict[str, Any] = {}
+    for f in fields(CandidateTable):
+        column = getattr(table, f.name)
+        columns[f.name] = tuple(column[i] for i in rows) if f.name == "policy" else column[rows]
+    return CandidateTable(**columns)
+
+
+def concat(tables: list[CandidateTable]) -> CandidateTable:
+    """Rows of ``tables`` in order, as one table."""
+    columns: dict[str, Any] = {}
+    for f in fields(CandidateTable):
+        parts = [getattr(t, f.name) for t in tables]
+        columns[f.name] = sum(parts, ()) if f.name == "policy" else np.concatenate(parts)
+    return CandidateTable(**columns)
+
+
+def cuf_balanced_x(limits: Limits, machines: int, prompt_len: int) -> tuple[int, float]:
+    """The integer x nearest the CUF concurrency balance (X - x)*n_p = x*n_d, and its real value."""
+    n_p = limits.prefill.batch / prompt_len
+    x_real = machines * n_p / (n_p + limits.decode.batch)
+    return int(np.clip(np.rint(x_real), 1, machines - 1)), x_real

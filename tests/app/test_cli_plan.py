@@ -1,0 +1,112 @@
+"""``pdroute plan`` and ``pdroute plan-grid`` end to end through ``app.cli.main``."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from app.cli import main
+from solver.curveset import curve_set_to_mapping
+from tests.solver.curve_factory import make_curve_set
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture
+def curves_file(tmp_path: Path) -> Path:
+    path = tmp_path / "curves.json"
+    path.write_text(json.dumps(curve_set_to_mapping(make_curve_set())))
+    return path
+
+
+def test_plan_prints_the_pick_the_baseline_and_the_reference(
+    curves_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = [
+        "plan",
+        "--curves",
+        str(curves_file),
+        "--machines",
+        "10",
+        "--prompt-len",
+        "100",
+        "--output-len",
+        "50",
+    ]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    rows = {line.split("  ")[0].strip(): line.split() for line in out.splitlines() if "  " in line}
+    pick = rows["CUF-P (pick)"]
+    assert pick[2:4] == ["7", "3"] and pick[-1] == "150"
+    colocated = rows["co-located"]
+    assert colocated[1:3] == ["10", "10"] and float(colocated[-1]) == pytest.approx(8000 / 66, rel=1e-4)
+    assert float(rows["reference"][-1]) == pytest.approx(150.0)
+    assert f"speedup R_s/R_u {150 * 66 / 8000:.4f}" in out
+
+
+def test_plan_json_is_the_full_answer(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["plan", "--curves", "llama2-70b-8xh100", "--machines", "32", "--prompt-len", "512"]
+    assert main([*args, "--output-len", "128", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["curves"] == "llama2-70b-8xh100" and d["machines"] == 32
+    # Llama2-70B's KV cache is small: both limits are the search-domain bounds, flagged inexact
+    assert d["limits"]["decode_requests"]["is_exact"] is False
+    assert any("took the domain upper bound" in n for n in d["notes"])
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--machines", "1"], "no feasible x"),
+        (["--machines", "8", "--weights-gb", "700"], "larger than machine memory"),
+        (["--machines", "8", "--prompt-len", "0"], "--prompt-len: every value must be >= 1"),
+    ],
+)
+def test_plan_errors_are_one_line_with_exit_2(
+    extra: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = {"--curves": "bloom-176b-8xh100", "--prompt-len": "1024", "--output-len": "256"}
+    for flag, value in zip(extra[::2], extra[1::2], strict=True):
+        base[flag] = value
+    assert main(["plan", *[x for kv in base.items() for x in kv]]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("pdroute plan: error:") and message in err and "\n" not in err
+
+
+def test_unknown_curves_name_is_an_error(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["plan", "--curves", "nope", "--machines", "8", "--prompt-len", "1", "--output-len", "1"]
+    assert main(args) == 2
+    assert "neither a built-in set" in capsys.readouterr().err
+
+
+def _drawn(path: Path) -> bool:
+    with Image.open(path) as image:
+        colours = image.convert("RGB").getcolors(maxcolors=1 << 20)
+    return path.read_bytes()[:8] == PNG_MAGIC and colours is not None and len(colours) > 8
+
+
+def test_plan_grid_writes_heatmaps_csv_and_model_parameters(
+    tmp_path: Path, curves_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "results"
+    args = ["plan-grid", "--curves", str(curves_file), "--machines", "10", "-o", str(out)]
+    assert main([*args, "--prompt-lens", "100", "400", "9000", "--output-lens", "50", "200"]) == 0
+    printed = capsys.readouterr().out
+    assert "solved 6 cells (2 infeasible) for X = 10" in printed
+    for name in ("heatmap_s_p.png", "heatmap_s_d.png", "policy_map.png", "curve_fits.png"):
+        assert _drawn(out / name), name
+    with (out / "grid.csv").open() as fh:
+        rows = list(csv.DictReader(fh))
+    assert len(rows) == 6
+    first = rows[0]
+    assert (first["prompt_len"], first["output_len"], first["policy"]) == ("100", "50", "CUF-P")
+    assert float(first["s_p"]) == pytest.approx(150 * 66 / 8000, rel=1e-5)
+    assert rows[-1]["policy"] == "" and "9000" in rows[-1]["infeasible"]
+    params = json.loads((out / "model_parameters.json").read_text())
+    assert params["fits"]["prefill"]["capacity"]["c1"] == pytest.approx(0.01)
+    assert params["cells"][0]["prefill_limit"]["is_exact"] is True
+    assert len(params["cells"]) == 6
