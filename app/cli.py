@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
@@ -19,6 +20,11 @@ from solver.errors import PdrouteError
 COMMAND_MODULES = (
     "app.commands.serve",
     "app.commands.route",
+    "app.commands.profile",
+    "app.commands.fit",
+    "app.commands.plot",
+    "app.commands.plan",
+    "app.commands.simulate",
 )
 
 
@@ -48,6 +54,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"pdroute {args.command}: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader went away (``pdroute fit ... | head``): not an error worth a traceback.
+        # Point stdout at devnull so the interpreter's final flush does not raise again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     return code
 
 

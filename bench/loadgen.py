@@ -61,7 +61,9 @@ def run_load(host: str, port: int, path: str, body: bytes, connections: int, sec
         lat: list[float] = []
         start = time.perf_counter()
         deadline = start + seconds
-        errs = await asyncio.gather(*(_worker(host, port, payload, deadline, lat) for _ in range(connections)))
+        errs = await asyncio.gather(
+            *(_worker(host, port, payload, deadline, lat) for _ in range(connections))
+        )
         elapsed = time.perf_counter() - start
         return LoadResult(len(lat), sum(errs), elapsed, np.asarray(lat))
 

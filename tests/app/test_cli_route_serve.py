@@ -9,6 +9,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -106,7 +107,7 @@ def test_sighup_with_workers_and_a_bad_file_keeps_serving(
     proc.signal(signal.SIGHUP)
     time.sleep(2.0)  # let the supervisor cycle the workers
     deadline = time.monotonic() + 20
-    answers = []
+    answers: list[dict[str, Any]] = []
     while time.monotonic() < deadline and len(answers) < 20:
         try:
             r = httpx.get(f"{proc.url}/params", timeout=2)
