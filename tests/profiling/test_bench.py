@@ -1,0 +1,166 @@
+"""The four measurements on the tiny preset (CPU): full grids, failures, overrides."""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from profiling import bench
+from profiling.batch import ForwardBatch
+from profiling.engine import ModelRunner
+from profiling.errors import InvalidModelConfig, ProfilingError
+from profiling.models import PRESETS
+from profiling.points import PointRecorder
+from solver.profile_io import load_profile
+from solver.profile_result import ProfileGrids
+
+GRIDS = ProfileGrids(
+    prompt_lens=(8, 24),
+    kv_lens=(16, 40),
+    batch_sizes=(1, 3),
+    chunk_sizes=(8, 16),
+    decode_batches=(2,),
+    interference_kv_len=20,
+    warmup=1,
+    repeats=2,
+)
+
+
+def _profile(**kwargs: Any) -> Any:
+    return bench.run_full_profile("tiny", None, grids=GRIDS, device="cpu", progress=False, **kwargs)
+
+
+def test_every_measurement_fills_its_grid() -> None:
+    result = _profile()
+    assert set(result.T_prefill) == {8, 24}
+    assert set(result.T_decode) == {(16, 1), (16, 3), (40, 1), (40, 3)}
+    assert set(result.T_interference) == set(result.T_mixed) == set(result.T_baseline) == {(8, 2), (16, 2)}
+    for key, diff in result.T_interference.items():
+        assert diff == result.T_mixed[key] - result.T_baseline[key]
+    assert all(v > 0 for v in [*result.T_prefill.values(), *result.T_decode.values()])
+    names = {"prefill/8", "prefill/24", "decode/16x1", "decode/40x3", "mixed/16x2", "baseline/8x2"}
+    assert names <= set(result.samples)
+    assert all(len(result.samples[n]) == GRIDS.repeats for n in names)
+    assert result.T_prefill[24] == statistics.median(result.samples["prefill/24"])
+    assert result.T_decode[(40, 3)] == statistics.median(result.samples["decode/40x3"])
+    assert result.transfer_path == "cpu-memcpy (no GPU)" and result.p2p_bandwidth_GBps > 0
+    assert result.bytes_per_token == PRESETS["tiny"].bytes_per_token(4)
+    assert result.model_config["name"] == "tiny" and result.model_config["dtype"] == "float32"
+    assert result.interference_kv_len == 20 and result.grids == GRIDS.to_json_dict()
+    assert result.provenance["source"] == "torch-profiler" and result.provenance["failed_points"] == []
+    assert result.device["kind"] == "cpu" and result.versions["torch"] == str(torch.__version__)
+
+
+def test_decode_sequences_share_one_block_table(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[ForwardBatch] = []
+    forward = ModelRunner.forward
+
+    def spy(self: ModelRunner, batch: ForwardBatch) -> torch.Tensor:
+        seen.append(batch)
+        return forward(self, batch)
+
+    monkeypatch.setattr(ModelRunner, "forward", spy)
+    _profile()
+    decodes = [b.decode for b in seen if b.decode is not None and not b.prefills]
+    big = next(d for d in decodes if d.num_seqs == 3 and d.max_context_len == 41)
+    assert (big.block_tables == big.block_tables[:1]).all()
+    mixed = next(b for b in seen if b.prefills and b.decode is not None)
+    assert mixed.prefills[0].num_cached == 0 and mixed.decode is not None
+    assert mixed.decode.max_context_len == GRIDS.interference_kv_len + 1
+
+
+def test_a_failed_point_is_skipped_and_the_rest_kept(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    forward = ModelRunner.forward
+
+    def oom_at_24_tokens(self: ModelRunner, batch: ForwardBatch) -> torch.Tensor:
+        if batch.num_tokens == 24:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB\nmore detail")
+        return forward(self, batch)
+
+    monkeypatch.setattr(ModelRunner, "forward", oom_at_24_tokens)
+    result = _profile()
+    assert set(result.T_prefill) == {8}
+    assert len(result.T_decode) == 4
+    failed = result.provenance["failed_points"]
+    assert [f["point"] for f in failed] == ["prefill/24"]
+    assert "OutOfMemoryError: CUDA out of memory" in failed[0]["error"]
+    err = capsys.readouterr().err
+    assert "warning: point prefill/24 failed" in err and "more detail" not in err
+
+
+def test_a_table_with_no_point_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    forward = ModelRunner.forward
+
+    def no_decodes(self: ModelRunner, batch: ForwardBatch) -> torch.Tensor:
+        if batch.decode is not None and not batch.prefills:
+            raise RuntimeError("boom")
+        return forward(self, batch)
+
+    monkeypatch.setattr(ModelRunner, "forward", no_decodes)
+    with pytest.raises(
+        ProfilingError, match=r"no decode point could be measured \(first failure: RuntimeError: boom"
+    ):
+        _profile()
+
+
+def test_operator_stated_bandwidth_replaces_the_measurement(tmp_path: Path) -> None:
+    out = tmp_path / "p.json"
+    result = bench.run_full_profile(
+        "tiny",
+        out,
+        grids=GRIDS,
+        device="cpu",
+        progress=False,
+        bandwidth_gbps=25.0,
+        transfer_path="rdma-network",
+    )
+    loaded = load_profile(out)
+    assert loaded.p2p_bandwidth_GBps == 25.0 == result.p2p_bandwidth_GBps
+    assert loaded.transfer_path == "rdma-network"
+    assert loaded.provenance["transfer"]["source"] == "operator"
+    assert not any(name.startswith("transfer/") for name in loaded.samples)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"bandwidth_gbps": 25.0}, "together"),
+        ({"transfer_path": "rdma"}, "together"),
+        ({"bandwidth_gbps": -1.0, "transfer_path": "rdma"}, "positive"),
+        ({"grids": dataclasses.replace(GRIDS, kv_lens=())}, "kv_lens"),
+        ({"grids": dataclasses.replace(GRIDS, prompt_lens=(8, 0))}, "prompt_lens"),
+        ({"grids": dataclasses.replace(GRIDS, repeats=0)}, "repeats"),
+        ({"attention": "bogus"}, "attention backend"),
+    ],
+)
+def test_bad_options_are_refused(kwargs: dict[str, Any], message: str) -> None:
+    options = {"grids": GRIDS, "device": "cpu", "progress": False, **kwargs}
+    with pytest.raises(ProfilingError, match=message):
+        bench.run_full_profile("tiny", None, **options)
+
+
+def test_unknown_model_is_refused_before_any_work() -> None:
+    with pytest.raises(InvalidModelConfig, match="unknown model"):
+        bench.run_full_profile("gpt-9", None, grids=GRIDS, device="cpu", progress=False)
+
+
+def test_kv_capacity_covers_the_largest_point() -> None:
+    cap = bench.kv_capacity_tokens(GRIDS)
+    assert cap >= max(24, 40 + 1, 16 + 20 + 1) + 2 * 256
+
+
+def test_measurements_give_back_every_block() -> None:
+    runner = ModelRunner(PRESETS["tiny"], kv_capacity_tokens=bench.kv_capacity_tokens(GRIDS), block_size=4)
+    free = runner.allocator.num_free
+    measure = bench.Measurements(runner, GRIDS, use_graphs=False, seed=0)
+    points = PointRecorder(total=1, progress=False)
+    assert len(measure.interference(points)[0]) == 2
+    assert len(measure.decode(points)) == 4
+    assert runner.allocator.num_free == free and points.failed == []
