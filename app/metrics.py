@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge
 
+from app.loop_metrics import LoopCounter, LoopHistogram
 from app.params_store import LoadedParams
 from solver.costmodel import RouteBreakdown
 
@@ -74,43 +75,44 @@ class Metrics:
 
     def __init__(self, registry: CollectorRegistry) -> None:
         self.registry = registry
-        self.decisions = Counter(
+        # Updated on every request, on the event loop thread only: lock-free (app.loop_metrics).
+        self.decisions = LoopCounter(
             "pdroute_route_decisions", "Routing decisions made, by outcome.", ["decision"], registry=registry
         )
-        self.http_requests = Counter(
+        self.http_requests = LoopCounter(
             "pdroute_http_requests",
             "HTTP requests handled, by route template and status code.",
             ["handler", "code"],
             registry=registry,
         )
-        self.http_duration = Histogram(
+        self.http_duration = LoopHistogram(
             "pdroute_http_request_duration_seconds",
             "Time to handle an HTTP request inside the service, by route template.",
             ["handler"],
             buckets=HANDLER_BUCKETS_S,
             registry=registry,
         )
-        self.predicted_latency = Histogram(
+        self.predicted_latency = LoopHistogram(
             "pdroute_predicted_latency_seconds",
             "Predicted end-to-end latency of each path, for every routed request.",
             ["path"],
             buckets=LATENCY_BUCKETS_S,
             registry=registry,
         )
-        self.predicted_saving = Histogram(
+        self.predicted_saving = LoopHistogram(
             "pdroute_predicted_saving_seconds",
             "Predicted latency of the path not taken minus the path taken, by decision.",
             ["decision"],
             buckets=SAVING_BUCKETS_S,
             registry=registry,
         )
-        self.system_load = Histogram(
+        self.system_load = LoopHistogram(
             "pdroute_reported_system_load",
             "system_load reported by the gateway (decodes running where the request would collocate).",
             buckets=LOAD_BUCKETS,
             registry=registry,
         )
-        self.decode_batch = Histogram(
+        self.decode_batch = LoopHistogram(
             "pdroute_reported_decode_batch_size",
             "decode_batch_size reported by the gateway (batch of the target decode GPU).",
             buckets=LOAD_BUCKETS,
@@ -161,8 +163,8 @@ class Metrics:
         savings = {d: self.predicted_saving.labels(decision=d) for d in ("collocated", "disaggregated")}
         latency_c = self.predicted_latency.labels(path="collocated")
         latency_d = self.predicted_latency.labels(path="disaggregated")
-        system_load = self.system_load
-        decode_batch = self.decode_batch
+        system_load = self.system_load.labels()
+        decode_batch = self.decode_batch.labels()
 
         def record(b: RouteBreakdown, load: int, decode_batch_size: int) -> None:
             decisions[b.decision].inc()

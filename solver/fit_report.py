@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from solver.jsonfile import write_json_atomic
+
 FIT_REPORT_SCHEMA_VERSION = 1
 
 
@@ -209,9 +211,4 @@ def fit_report_path(params_path: str | os.PathLike[str]) -> Path:
 
 def save_fit_report(report: FitReport, path: str | os.PathLike[str]) -> Path:
     """Write the report's JSON form atomically (temp file then rename) and return its path."""
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    tmp = p.with_name(f".{p.name}.tmp")
-    tmp.write_text(json.dumps(report.to_json_dict(), indent=2) + "\n")
-    os.replace(tmp, p)
-    return p
+    return write_json_atomic(path, report.to_json_dict(), indent=2)

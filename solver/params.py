@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from solver.errors import InvalidParams
+from solver.jsonfile import write_json_atomic
 
 SCHEMA_VERSION = 1
 PARAM_NAMES = ("alpha", "beta", "batch_thresh", "gamma", "bandwidth_GBps", "bytes_per_token")
@@ -211,9 +212,4 @@ def load_params(path: str | os.PathLike[str]) -> CostModelParams:
 
 def save_params(params: CostModelParams, path: str | os.PathLike[str]) -> Path:
     """Write ``params.json`` atomically (temp file then rename) and return its path."""
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    tmp = p.with_name(f".{p.name}.tmp")
-    tmp.write_text(json.dumps(params.to_dict(), indent=2, sort_keys=False) + "\n")
-    os.replace(tmp, p)
-    return p
+    return write_json_atomic(path, params.to_dict(), indent=2)

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from solver.errors import InvalidProfile
+from solver.jsonfile import write_json_atomic
 from solver.profile_result import ProfileResult, profile_from_json_dict
 
 
@@ -58,9 +59,4 @@ def load_profile(path: str | os.PathLike[str]) -> ProfileResult:
 
 def save_profile_json(profile: ProfileResult, path: str | os.PathLike[str]) -> Path:
     """Write the JSON form atomically and return its path."""
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    tmp = p.with_name(f".{p.name}.tmp")
-    tmp.write_text(json.dumps(profile.to_json_dict(), indent=1) + "\n")
-    os.replace(tmp, p)
-    return p
+    return write_json_atomic(path, profile.to_json_dict(), indent=1)

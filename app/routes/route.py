@@ -12,9 +12,9 @@ when the fast path is switched off (``PDROUTE_FAST_ROUTE=false``).
 
 from __future__ import annotations
 
-import json
 from typing import Any, TypeVar
 
+import pydantic_core
 from fastapi import APIRouter, HTTPException, Request, Response
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ValidationError
@@ -62,12 +62,12 @@ def _response(b: RouteBreakdown, params_id: str, request_id: str | None) -> Rout
 
 
 def _encode(b: RouteBreakdown, params_id: str, request_id: str | None) -> bytes:
-    """``RouteResponse`` as JSON bytes; json.dumps of a dict is ~3x faster than building the model.
+    """``RouteResponse`` as JSON bytes, serialised by pydantic-core straight from a dict.
 
-    Same field names and float formatting (shortest repr) as ``RouteResponse.model_dump_json``;
-    a test checks the two agree.
+    ~10x faster than building the model or ``json.dumps``; same field names and values as
+    ``RouteResponse.model_dump_json`` (a test checks the two agree).
     """
-    return json.dumps(
+    return pydantic_core.to_json(
         {
             "decision": b.decision,
             "t_collocated_ms": b.t_collocated_ms,
@@ -81,9 +81,8 @@ def _encode(b: RouteBreakdown, params_id: str, request_id: str | None) -> bytes:
             },
             "params_id": params_id,
             "request_id": request_id,
-        },
-        separators=(",", ":"),
-    ).encode()
+        }
+    )
 
 
 class RouteHandler:
