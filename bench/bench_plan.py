@@ -21,7 +21,7 @@ from collections.abc import Callable
 import numpy as np
 
 from solver.baseline import phase_limits, solve_baseline
-from solver.curves import PlanModel, build_model, throughput_at
+from solver.curves import PlanModel, Throughput, build_model, throughput_at
 from solver.curveset import resolve_curve_set
 from solver.errors import InfeasiblePlan
 from solver.plan import solve_grid, solve_plan
@@ -30,8 +30,8 @@ from solver.reference import search_grid
 GRID_LENS = [round(128 * 2 ** (9 * k / 31)) for k in range(32)]  # 128 .. 65536, geometric
 
 
-def _scalar(curve: object, batch: float) -> float:
-    return float(throughput_at(curve, batch))  # type: ignore[arg-type]
+def _scalar(curve: Throughput, batch: float) -> float:
+    return float(throughput_at(curve, batch))
 
 
 def solve_plan_loop(model: PlanModel, machines: int, prompt_len: int, output_len: int) -> float:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from solver.curves import PlanModel, build_model
+from solver.curves import PlanModel, ThroughputFitKind, build_model
 from tests.solver.curve_factory import make_curve_set
 
 
@@ -21,7 +21,7 @@ def throughput_points(draw: st.DrawFn, low: float, high: float, monotone: bool) 
 
 @st.composite
 def planner_cases(
-    draw: st.DrawFn, monotone: bool = False, max_machines: int = 60, fit: str | None = None
+    draw: st.DrawFn, monotone: bool = False, max_machines: int = 60, fit: ThroughputFitKind | None = None
 ) -> tuple[PlanModel, int, int, int]:
     """(model, X, L_p, L_d) with linear capacity curves sized so one request always fits both on
     a prefill machine and co-located (limits of 2.5..200 prompts and 2.5..500 decode requests)."""
@@ -44,6 +44,7 @@ def planner_cases(
         prefill_max_batch=1e9,
         decode_max_batch=1e6,
     )
-    kind = fit if fit is not None else draw(st.sampled_from(["piecewise", "piecewise", "quadratic"]))
+    kinds: list[ThroughputFitKind] = ["piecewise", "piecewise", "quadratic"]
+    kind = fit if fit is not None else draw(st.sampled_from(kinds))
     machines = draw(st.integers(2, max_machines))
-    return build_model(curves, kind), machines, prompt_len, output_len  # type: ignore[arg-type]
+    return build_model(curves, kind), machines, prompt_len, output_len

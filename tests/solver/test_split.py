@@ -12,6 +12,8 @@ tokens/s flat, T_d(n) = 400 + 10*n. With X = 10, L_p = 100, L_d = 50:
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -25,8 +27,8 @@ from tests.solver.plan_strategies import planner_cases
 X, LP, LD = 10, 100, 50
 
 
-def _model(**kw: object) -> PlanModel:
-    return build_model(make_curve_set(**kw))  # type: ignore[arg-type]
+def _model(**kw: Any) -> PlanModel:
+    return build_model(make_curve_set(**kw))
 
 
 def test_limits_of_instance_a() -> None:
