@@ -27,6 +27,7 @@ from app.middleware import BodySizeLimitMiddleware, MetricsMiddleware
 from app.params_store import ParamsStore
 from app.reload import install_sighup, remove_sighup, watch_params_file
 from app.routes import admin, health, params, plan, route
+from app.schemas import ErrorResponse
 from app.settings import Settings
 
 log = logging.getLogger("pdroute")
@@ -89,6 +90,10 @@ def create_app(
         version="0.1.0",
         summary="Collocated or disaggregated prefill/decode, per request, from a profiled cost model.",
         lifespan=lifespan,
+        responses={
+            413: {"model": ErrorResponse, "description": "the request body is over PDROUTE_MAX_BODY_BYTES"},
+            422: {"model": ErrorResponse, "description": "invalid input; `error` names the field and why"},
+        },
     )
     app.state.settings = settings
     app.state.store = store

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -72,6 +72,13 @@ class ParamsResponse(BaseModel):
     transfer_rate_ms_per_token: float
     params: dict[str, object]
     last_reload_error: str | None
+
+
+class ErrorResponse(BaseModel):
+    """Every 4xx body: ``error`` is one line naming the field and the reason."""
+
+    error: str
+    detail: Any = None
 
 
 class ReloadResponse(BaseModel):

@@ -29,9 +29,23 @@ JSON = "application/json"
 M = TypeVar("M", bound=BaseModel)
 
 
+def _inline_refs(node: Any, defs: dict[str, Any]) -> Any:
+    """Replace ``{"$ref": "#/$defs/X"}`` with X's schema (OpenAPI has no ``$defs`` of its own)."""
+    if isinstance(node, dict):
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#/$defs/"):
+            return _inline_refs(defs[ref.removeprefix("#/$defs/")], defs)
+        return {k: _inline_refs(v, defs) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_inline_refs(v, defs) for v in node]
+    return node
+
+
 def _body_doc(model: type[BaseModel]) -> dict[str, Any]:
-    schema = {"content": {JSON: {"schema": model.model_json_schema()}}, "required": True}
-    return {"requestBody": schema}
+    """The OpenAPI request body of an endpoint that validates its raw body itself."""
+    schema = model.model_json_schema()
+    schema = _inline_refs(schema, schema.pop("$defs", {}))
+    return {"requestBody": {"content": {JSON: {"schema": schema}}, "required": True}}
 
 
 def parse_body(model: type[M], raw: bytes) -> M:
