@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
 from pathlib import Path
@@ -104,6 +105,8 @@ def run(args: argparse.Namespace) -> int:
     )
     from solver.sim.latency import StepLatency
 
+    if args.cdf_rate is not None and not (math.isfinite(args.cdf_rate) and args.cdf_rate > 0):
+        raise SimulateArgumentError(f"--cdf-rate: expected a load > 0 requests/s, got {args.cdf_rate!r}")
     names = parse_policy_names(args.policies)
     prediction = parse_prediction(args.predict)
     slo = SloLimits(args.ttft_slo_ms, args.tpot_slo_ms)
@@ -148,6 +151,11 @@ def run(args: argparse.Namespace) -> int:
         make_policy(n, model=model, threshold_tokens=args.threshold, max_queue_depth=args.max_prefill_queue)
         for n in names
     ]
+    out: Path = args.output
+    try:  # before the simulation, so an unusable folder does not waste a long run
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise SimulateArgumentError(f"-o {out}: cannot create the output folder ({exc.strerror})") from None
     print(
         f"simulating {len(policies)} policies x {len(workloads)} loads, {base.num_requests} requests "
         f"from {base.source}; {fleet.describe()}, chunk {fleet.chunk_size}",
@@ -159,9 +167,11 @@ def run(args: argparse.Namespace) -> int:
     table = format_table(result.metrics)
     print(table)
     print(f"({len(result.metrics)} runs in {elapsed:.1f} s; latencies in ms, rates in requests/s)")
-    out: Path = args.output
-    out.mkdir(parents=True, exist_ok=True)
-    arguments = {k: v if isinstance(v, int | float | None) else str(v) for k, v in vars(args).items()}
+    # Strict JSON: paths and non-finite numbers (an SLO of inf means "no limit") as text.
+    arguments = {
+        k: v if isinstance(v, int | None) or (isinstance(v, float) and math.isfinite(v)) else str(v)
+        for k, v in vars(args).items()
+    }
     arguments.pop("func", None)
     document = {**result.to_json_dict(), "arguments": arguments, "wall_s": elapsed}
     (out / "results.json").write_text(json.dumps(document, indent=2, allow_nan=False) + "\n")

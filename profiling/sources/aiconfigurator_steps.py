@@ -65,6 +65,7 @@ class StepEstimator:
                 f"aiconfigurator could not load its {source.backend} {source.backend_version} "
                 f"database for {source.system}"
             )
+        self.where = f"{source.model} on {source.system} at tp {tp_size}"  # for error messages
         self.model = get_model(source.model, build_model_config(tp_size, 1, 1, 1, 1), source.backend)
         self.session = InferenceSession(self.model, database, get_backend(source.backend))
 
@@ -129,5 +130,8 @@ def estimate_tables(est: StepEstimator, grids: ProfileGrids) -> StepTables:
             t.samples[f"baseline/{chunk}x{batch}"] = [base]
     for name, table in (("T_prefill", t.prefill), ("T_decode", t.decode), ("T_interference", t.mixed)):
         if not table:
-            raise UnsupportedSource(f"{name}: every grid point is out of GPU memory ({'; '.join(t.omitted)})")
+            raise UnsupportedSource(
+                f"{name}: every grid point is out of GPU memory for {est.where} ({len(t.omitted)} points "
+                f"left out, e.g. {t.omitted[0]}); a larger --tp or smaller grid values may fit"
+            )
     return t

@@ -19,6 +19,10 @@ from solver.errors import InvalidTrace
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
 LENGTH_KINDS = ("fixed", "uniform", "lognormal", "empirical")
+# Longest prompt or output one request may ask for (tokens): ten times the longest context
+# window of current models. A larger figure is a typo or a corrupt trace, and simulating it
+# would run for hours (every output token is an engine step).
+MAX_TOKENS_PER_REQUEST = 10_000_000
 
 
 @dataclass(frozen=True, eq=False)
@@ -40,6 +44,10 @@ class Workload:
             raise InvalidTrace("arrival times must be finite and non-decreasing")
         if np.any(self.prompt_len < 1) or np.any(self.output_len < 1):
             raise InvalidTrace("prompt and output lengths must be >= 1 token")
+        if np.any(self.prompt_len > MAX_TOKENS_PER_REQUEST) or np.any(
+            self.output_len > MAX_TOKENS_PER_REQUEST
+        ):
+            raise InvalidTrace(f"prompt and output lengths must be <= {MAX_TOKENS_PER_REQUEST:,} tokens")
 
     @property
     def num_requests(self) -> int:
@@ -95,8 +103,9 @@ class LengthDistribution:
 
     ``fixed``: every request is (prompt_mean, output_mean). ``uniform``: integers in
     [prompt_min, prompt_max] and [output_min, output_max]. ``lognormal``: log-normal with the
-    given means and log-space ``sigma``. ``empirical``: resample (prompt, output) pairs jointly
-    from ``pairs``, e.g. the lengths of a trace.
+    given means and log-space ``sigma``; draws beyond ``MAX_TOKENS_PER_REQUEST`` are clipped
+    to it. ``empirical``: resample (prompt, output) pairs jointly from ``pairs``, e.g. the
+    lengths of a trace.
     """
 
     kind: str = "lognormal"
@@ -122,6 +131,9 @@ class LengthDistribution:
             raise InvalidTrace("length distribution: uniform needs 1 <= min <= max for both lengths")
         if not self.sigma > 0:
             raise InvalidTrace("length distribution: sigma must be > 0")
+        largest = max(self.prompt_mean, self.output_mean, self.prompt_max, self.output_max)
+        if self.kind != "empirical" and not largest <= MAX_TOKENS_PER_REQUEST:
+            raise InvalidTrace(f"length distribution: lengths must be <= {MAX_TOKENS_PER_REQUEST:,} tokens")
 
     def sample(self, rng: np.random.Generator, n: int) -> tuple[IntArray, IntArray]:
         """``n`` (prompt, output) lengths, each >= 1."""
@@ -134,8 +146,11 @@ class LengthDistribution:
         elif self.kind == "lognormal":
             # mean of a log-normal is exp(mu + sigma^2/2): solve mu for the requested mean.
             shift = self.sigma**2 / 2
-            p = np.rint(rng.lognormal(np.log(self.prompt_mean) - shift, self.sigma, n)).astype(np.int64)
-            o = np.rint(rng.lognormal(np.log(self.output_mean) - shift, self.sigma, n)).astype(np.int64)
+            p_draw = rng.lognormal(np.log(self.prompt_mean) - shift, self.sigma, n)
+            o_draw = rng.lognormal(np.log(self.output_mean) - shift, self.sigma, n)
+            # Clip before the integer cast: a long tail can reach past the cap (and int64).
+            p = np.rint(np.minimum(p_draw, MAX_TOKENS_PER_REQUEST)).astype(np.int64)
+            o = np.rint(np.minimum(o_draw, MAX_TOKENS_PER_REQUEST)).astype(np.int64)
         else:
             table = np.asarray(self.pairs, dtype=np.int64)
             idx = rng.integers(0, len(table), size=n)
@@ -178,6 +193,8 @@ def poisson_workload(num_requests: int, rate: float, lengths: LengthDistribution
         raise InvalidTrace(f"num_requests must be >= 1, got {num_requests}")
     if not rate > 0:
         raise InvalidTrace(f"rate must be > 0 requests/s, got {rate!r}")
+    if seed < 0:
+        raise InvalidTrace(f"seed must be an integer >= 0, got {seed}")
     rng = np.random.default_rng(seed)
     gaps = rng.exponential(1.0, size=num_requests - 1) / rate
     arrival = np.concatenate(([0.0], np.cumsum(gaps)))

@@ -112,6 +112,14 @@ def test_simulate_poisson_pools_without_cost_model(
         (["--trace", "GOOD", "--policies", "best"], "unknown policy 'best'"),
         (["--trace", "GOOD", "--topology", "pools"], "pools topology needs"),
         (["--trace", "GOOD", "--predict", "fixed:0"], "fixed needs a value"),
+        (["--trace", "HUGE"], "prompt tokens must be <= 10,000,000"),
+        (["--poisson", "10", "--rates", "1", "--seed", "-1"], "seed must be an integer >= 0"),
+        (
+            ["--poisson", "10", "--rates", "1", "--lengths", "uniform:1-99999999999999999999,1-5"],
+            "<= 10,000,000",
+        ),
+        (["--trace", "GOOD", "--cdf-rate", "nan"], "--cdf-rate: expected a load > 0"),
+        (["--trace", "GOOD", "-o", "FILE"], "cannot create the output folder"),
     ],
 )
 def test_simulate_errors_are_one_line(
@@ -125,10 +133,35 @@ def test_simulate_errors_are_one_line(
 ) -> None:
     bad = tmp_path / "bad.csv"
     bad.write_text("0,10\n")
-    paths = {"MISSING": str(tmp_path / "none.csv"), "BAD": str(bad), "GOOD": str(azure_trace)}
+    huge = tmp_path / "huge.csv"
+    huge.write_text("0,99999999999999999999,10\n")
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    paths = {
+        "MISSING": str(tmp_path / "none.csv"),
+        "BAD": str(bad),
+        "HUGE": str(huge),
+        "GOOD": str(azure_trace),
+        "FILE": str(a_file),
+    }
     extra = [paths.get(a, a) for a in extra]
     args = ["simulate", "--profile", str(profile_file), "--params", str(params_file)]
     args += ["--prefill-gpus", "0", "--decode-gpus", "0"] if "pools" in extra else []
-    assert main([*args, *extra, "-o", str(tmp_path / "o")]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert err[-1].startswith("pdroute simulate: error:") and message in err[-1]
+    output = [] if "-o" in extra else ["-o", str(tmp_path / "o")]
+    assert main([*args, *extra, *output]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""  # nothing simulated: every check comes before the runs
+    err = captured.err.strip().splitlines()
+    assert len(err) == 1, err
+    assert err[0].startswith("pdroute simulate: error:") and message in err[0]
+
+
+def test_non_finite_slo_limits_are_written_as_strict_json(tmp_path: Path, profile_file: Path) -> None:
+    # An infinite TPOT limit means "TTFT only"; the JSON file must still be strict JSON.
+    out = tmp_path / "r"
+    args = ["simulate", "--profile", str(profile_file), "--poisson", "30", "--lengths", "fixed:100,5"]
+    args += ["--rates", "2", "--policies", "collocated", "--tpot-slo-ms", "inf", "--no-plots", "-o", str(out)]
+    assert main(args) == 0
+    doc = json.loads((out / "results.json").read_text(), parse_constant=pytest.fail)
+    assert doc["arguments"]["tpot_slo_ms"] == "inf" and doc["settings"]["slo"]["tpot_ms"] is None
+    assert doc["results"][0]["slo_attainment"] == 1.0

@@ -165,6 +165,15 @@ def test_points_out_of_memory_are_left_out_and_listed() -> None:
     assert p.provenance["omitted_points"] == ["decode/2048x512: out of GPU memory"]
 
 
+def test_a_model_too_large_for_the_gpu_is_refused_in_one_short_line() -> None:
+    # Qwen3-32B in bf16 is 64 GB of weights: no point fits on one 48 GB L40S.
+    with pytest.raises(UnsupportedSource) as exc:
+        profile_from_aiconfigurator(**{**QWEN3_8B, "model": "Qwen/Qwen3-32B", "system": "l40s"}, grids=SMALL)
+    message = _one_line(exc)
+    assert message.startswith("T_prefill: every grid point is out of GPU memory for Qwen/Qwen3-32B on l40s")
+    assert "--tp" in message and len(message) < 250
+
+
 def _one_line(exc: pytest.ExceptionInfo[UnsupportedSource]) -> str:
     message = str(exc.value)
     assert "\n" not in message
@@ -232,13 +241,38 @@ def test_embedded_default_is_qwen3_8b_on_h100_vllm_nvlink() -> None:
     )
 
 
+def test_the_cli_source_never_imports_torch(tmp_path: Path) -> None:
+    # A fresh interpreter, so modules other tests loaded do not count.
+    out = tmp_path / "p.json"
+    argv = ["profile", "--source", "aiconfigurator", "--model", "Qwen/Qwen3-8B", "--system", "h100_sxm"]
+    argv += ["--prompt-lens", "128", "--kv-lens", "512", "--batch-sizes", "1", "--chunk-sizes", "64"]
+    argv += ["--decode-batches", "4", "-o", str(out)]
+    code = (
+        "import json, sys\n"
+        "from app.cli import main\n"
+        f"code = main({argv!r})\n"
+        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'transformers'))\n"
+        "print(json.dumps({'code': code, 'heavy': heavy}))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result == {"code": 0, "heavy": []}
+    assert load_profile(out).provenance["source"] == "aiconfigurator"
+
+
 def test_default_params_regenerate_from_the_documented_command(tmp_path: Path) -> None:
     env = {**os.environ, "PDROUTE": f"{sys.executable} -m app"}
     script = ROOT / "scripts" / "make-default-params.sh"
     args = ["bash", str(script), "--out", str(tmp_path), "--only", "default", "--no-plots"]
     done = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
-    for rel in ("solver/data/params/default.json", "solver/data/profiles/default.json"):
+    rels = (
+        "solver/data/params/default.json",
+        "solver/data/profiles/default.json",
+        "deploy/kubernetes/base/params.json",  # the kustomize base's copy of the default
+    )
+    for rel in rels:
         shipped, regenerated = ROOT / rel, tmp_path / rel
         assert regenerated.read_text() == shipped.read_text(), rel
     shipped_params = load_params(ROOT / "solver/data/params/default.json")

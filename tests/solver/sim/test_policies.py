@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from solver.costmodel import COLLOCATED, DISAGGREGATED, AnalyticalCostModel
+from solver.costmodel import COLLOCATED, DISAGGREGATED, AnalyticalCostModel, Decision
 from solver.errors import InvalidSimConfig
 from solver.params import params_from_dict
 from solver.profile_result import ProfileResult
@@ -44,6 +46,8 @@ def cost_model() -> AnalyticalCostModel:
     return AnalyticalCostModel(params_from_dict(TEST_PARAMS))
 
 
+# No deadline: the CI machine has 2 busy cores, and a slow example is not a wrong one.
+@settings(deadline=None)
 @given(views)
 def test_rules_on_single_views(view: RouteView) -> None:
     assert make_policy("collocated").decide(view) == COLLOCATED
@@ -131,3 +135,40 @@ def test_policy_names() -> None:
         make_policy("cost-model")
     for name in POLICY_NAMES:
         assert make_policy(name, model=cost_model()).name == name
+
+
+class Spy:
+    """A policy that records every view it is shown (and alternates its decisions)."""
+
+    name = "spy"
+
+    def __init__(self) -> None:
+        self.views: list[RouteView] = []
+
+    def decide(self, view: RouteView) -> Decision:
+        self.views.append(view)
+        return DISAGGREGATED if len(self.views) % 2 else COLLOCATED
+
+
+def test_policies_see_only_what_a_gateway_sees(profile: ProfileResult, mixed_workload: Workload) -> None:
+    # The view holds the request's prompt, the *prediction* and live load; no true output
+    # length, no arrival or finish times of other requests.
+    assert [f.name for f in dataclasses.fields(RouteView)] == [
+        "prompt_len",
+        "predicted_output_len",
+        "system_load",
+        "decode_batch_size",
+        "prefill_queue_depth",
+        "chunk_size",
+    ]
+    spy = Spy()
+    fleet = FleetConfig(num_prefill=1, num_decode=3, chunk_size=256)
+    rec = simulate(profile, mixed_workload, spy, fleet, OutputPrediction("fixed", 64))
+    assert len(spy.views) == mixed_workload.num_requests  # asked once per request, in arrival order
+    assert {v.predicted_output_len for v in spy.views} == {64}  # never the true length
+    assert len(set(mixed_workload.output_len.tolist())) > 1
+    assert [v.prompt_len for v in spy.views] == mixed_workload.prompt_len.tolist()
+    assert [v.system_load for v in spy.views] == rec.system_load.tolist()
+    assert [v.prefill_queue_depth for v in spy.views] == rec.prefill_queue_depth.tolist()
+    assert {v.chunk_size for v in spy.views} == {256}
+    assert rec.is_disaggregated.tolist() == [i % 2 == 0 for i in range(mixed_workload.num_requests)]

@@ -7,6 +7,7 @@ import pytest
 
 from solver.errors import InvalidTrace
 from solver.sim import LengthDistribution, Workload, parse_length_spec, poisson_workload
+from solver.sim.workload import MAX_TOKENS_PER_REQUEST
 
 
 def test_at_rate_scales_gaps_and_keeps_requests() -> None:
@@ -47,7 +48,18 @@ def test_other_length_distributions() -> None:
 
 
 @pytest.mark.parametrize(
-    "spec", ["fixed:1", "gamma:1,2", "uniform:5-1,1-2", "lognormal:a,b", "fixed:0,5", ""]
+    "spec",
+    [
+        "fixed:1",
+        "gamma:1,2",
+        "uniform:5-1,1-2",
+        "lognormal:a,b",
+        "fixed:0,5",
+        "",
+        "fixed:20000000,5",  # beyond MAX_TOKENS_PER_REQUEST
+        "uniform:1-99999999999999999999,1-5",  # beyond int64 too
+        "lognormal:100,1e12",
+    ],
 )
 def test_bad_length_specs(spec: str) -> None:
     with pytest.raises(InvalidTrace):
@@ -67,3 +79,15 @@ def test_invalid_workloads() -> None:
         one.at_rate(2.0)
     with pytest.raises(InvalidTrace, match="rate must be > 0"):
         poisson_workload(10, 0.0, LengthDistribution())
+    with pytest.raises(InvalidTrace, match="seed must be an integer >= 0, got -1"):
+        poisson_workload(10, 1.0, LengthDistribution(), seed=-1)
+    with pytest.raises(InvalidTrace, match="<= 10,000,000 tokens"):
+        Workload(np.array([0.0]), np.array([3]), np.array([MAX_TOKENS_PER_REQUEST + 1]))
+
+
+def test_lognormal_tail_draws_are_clipped_to_the_cap() -> None:
+    # Mean 1e6 tokens with sigma 3: about 1 % of draws exceed the 1e7 cap; they land on it.
+    p, o = parse_length_spec("lognormal:1000000,100,3").sample(np.random.default_rng(0), 2000)
+    assert p.max() == MAX_TOKENS_PER_REQUEST and 0 < np.count_nonzero(p == MAX_TOKENS_PER_REQUEST) < 100
+    assert p.min() >= 1 and o.min() >= 1 and o.max() < MAX_TOKENS_PER_REQUEST
+    assert Workload(np.zeros(2000), p, o).num_requests == 2000
