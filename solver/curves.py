@@ -63,23 +63,33 @@ class QuadraticFit:
         }
 
 
-def fit_quadratic(series: Series) -> QuadraticFit:
+def fit_quadratic(series: Series, where: str | None = None) -> QuadraticFit:
     """Least-squares quadratic through ``series`` (degree drops to 1 with two distinct batches).
 
     The fit is solved on batches scaled to [0, 1] so the normal equations stay well conditioned
-    for batches in the tens of thousands, then rescaled.
+    for batches in the tens of thousands, then rescaled. Raises ``InvalidCurves`` naming ``where``
+    (default: the series label) when the rescaled coefficients are not finite (batches too small
+    or too close together to fit in float64).
     """
+    what = where or series.label or "series"
     b = np.asarray(series.batches, dtype=np.float64)
     y = np.asarray(series.values, dtype=np.float64)
     degree = min(2, len(np.unique(b)) - 1)
     if degree < 1:
-        raise InvalidCurves(f"{series.label or 'series'}: need at least 2 distinct batches to fit")
+        raise InvalidCurves(f"{what}: need at least 2 distinct batches to fit")
     scale = float(b.max())
     s = b / scale
     design = np.vander(s, degree + 1, increasing=True)
-    coef, *_ = np.linalg.lstsq(design, y, rcond=None)
-    coefs = [float(coef[k]) / scale**k for k in range(degree + 1)] + [0.0] * (2 - degree)
-    rmse = float(np.sqrt(np.mean((design @ coef - y) ** 2)))
+    with np.errstate(all="ignore"):
+        coef, *_ = np.linalg.lstsq(design, y, rcond=None)
+        scaled = coef / np.power(scale, np.arange(degree + 1, dtype=np.float64))
+        rmse = float(np.sqrt(np.mean((design @ coef - y) ** 2)))
+    if not (np.all(np.isfinite(scaled)) and math.isfinite(rmse)):
+        raise InvalidCurves(
+            f"{what}: the quadratic fit of points at batches {b.min():g}..{b.max():g} is not finite "
+            "(batches too small or too close together)"
+        )
+    coefs = [float(c) for c in scaled] + [0.0] * (2 - degree)
     return QuadraticFit(coefs[0], coefs[1], coefs[2], degree, rmse, float(b.min()), float(b.max()))
 
 
@@ -226,11 +236,14 @@ class PlanModel:
         }
 
 
-def _fit_phase(phase: PhaseCurves, kind: ThroughputFitKind, weights_shift_gb: float) -> PhaseModel:
+def _fit_phase(name: str, phase: PhaseCurves, kind: ThroughputFitKind, weights_shift_gb: float) -> PhaseModel:
     throughput: Throughput = (
-        piecewise_from(phase.throughput) if kind == "piecewise" else fit_quadratic(phase.throughput)
+        piecewise_from(phase.throughput)
+        if kind == "piecewise"
+        else fit_quadratic(phase.throughput, f"{name}.throughput")
     )
-    return PhaseModel(fit_quadratic(phase.capacity).shifted(weights_shift_gb), throughput, phase.domain_max())
+    capacity = fit_quadratic(phase.capacity, f"{name}.capacity").shifted(weights_shift_gb)
+    return PhaseModel(capacity, throughput, phase.domain_max())
 
 
 def build_model(
@@ -256,8 +269,8 @@ def build_model(
     shift = weights - curves.weights_gb
     return PlanModel(
         name=curves.name,
-        prefill=_fit_phase(curves.prefill, throughput_fit, shift),
-        decode=_fit_phase(curves.decode, throughput_fit, shift),
+        prefill=_fit_phase("prefill", curves.prefill, throughput_fit, shift),
+        decode=_fit_phase("decode", curves.decode, throughput_fit, shift),
         memory_gb=memory,
         weights_gb=weights,
         throughput_fit=throughput_fit,

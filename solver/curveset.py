@@ -39,6 +39,9 @@ from solver.errors import InvalidCurves
 SCHEMA_VERSION = 1
 # Without an explicit max_batch, the search domain ends at this multiple of the largest batch seen.
 DEFAULT_DOMAIN_FACTOR = 16.0
+# Largest batch, value or max_batch accepted: far above any real machine, small enough that the
+# fits and the fleet totals (up to thousands of machines) stay finite in float64.
+MAX_COORDINATE = 1e12
 BATCH_UNITS = {"prefill": "tokens", "decode": "requests"}
 
 
@@ -68,10 +71,14 @@ class Series:
         for i, (b, v) in enumerate(zip(self.batches, self.values, strict=True)):
             _number(b, f"{where}.points[{i}][0]")
             _number(v, f"{where}.points[{i}][1]")
-            if b <= 0:
-                raise InvalidCurves(f"{where}.points[{i}]: batch must be > 0, got {b!r}")
-            if v < 0:
-                raise InvalidCurves(f"{where}.points[{i}]: {kind} must be >= 0, got {v!r}")
+            if not 0 < b <= MAX_COORDINATE:
+                raise InvalidCurves(
+                    f"{where}.points[{i}]: batch must be in (0, {MAX_COORDINATE:g}], got {b!r}"
+                )
+            if not 0 <= v <= MAX_COORDINATE:
+                raise InvalidCurves(
+                    f"{where}.points[{i}]: {kind} must be in [0, {MAX_COORDINATE:g}], got {v!r}"
+                )
         if len(set(self.batches)) < 2:
             raise InvalidCurves(f"{where}.points: need at least 2 distinct batches")
         if kind == "throughput":
@@ -129,8 +136,12 @@ class CurveSet:
                 raise InvalidCurves(
                     f"{phase_name}.batch_unit: must be {BATCH_UNITS[phase_name]!r}, got {phase.batch_unit!r}"
                 )
-            if phase.max_batch is not None and _number(phase.max_batch, f"{phase_name}.max_batch") <= 0:
-                raise InvalidCurves(f"{phase_name}.max_batch: must be > 0, got {phase.max_batch!r}")
+            if phase.max_batch is not None and not (
+                0 < _number(phase.max_batch, f"{phase_name}.max_batch") <= MAX_COORDINATE
+            ):
+                raise InvalidCurves(
+                    f"{phase_name}.max_batch: must be in (0, {MAX_COORDINATE:g}], got {phase.max_batch!r}"
+                )
             phase.capacity.check(f"{phase_name}.capacity", kind="capacity")
             phase.throughput.check(f"{phase_name}.throughput", kind="throughput")
 

@@ -14,6 +14,7 @@ Usage::
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -76,6 +77,35 @@ def _clamp_notes(model: PlanModel, where: str, b_p: float, n_d: float) -> list[s
     return notes
 
 
+def _check_finite(baseline: Baseline, table: CandidateTable, reference: ReferenceOptimum) -> None:
+    """Raise ``InfeasiblePlan`` when a fit drove a figure past float64 (never answer inf or NaN).
+
+    The fitted figures (memory, throughput, rate) are checked; the other columns are ratios of
+    these and of batches within the finite search domain."""
+    scalars = (
+        baseline.rate_rps,
+        baseline.prefill_tokens_per_s,
+        baseline.decode_tokens_per_s,
+        baseline.memory_gb,
+        reference.rate_rps,
+    )
+    columns = (
+        table.rate_rps,
+        table.prefill_tokens_per_s,
+        table.decode_tokens_per_s,
+        table.prefill_memory_gb,
+        table.decode_memory_gb,
+        table.prefill_time_util,
+        table.decode_time_util,
+        table.rate_residual,
+    )
+    if not (all(math.isfinite(v) for v in scalars) and np.isfinite(np.concatenate(columns)).all()):
+        raise InfeasiblePlan(
+            "numerical overflow: the fitted curves give non-finite memory or throughput figures "
+            "(check the points' units and the max_batch bounds)"
+        )
+
+
 def solve_plan(model: PlanModel, machines: int, prompt_len: int, output_len: int) -> Plan:
     """Baseline, every candidate, the pick and the reference optimum for one workload."""
     for name, value, least in (
@@ -91,20 +121,23 @@ def solve_plan(model: PlanModel, machines: int, prompt_len: int, output_len: int
             )
             raise InfeasiblePlan(f"{name} = {value}: {reason}")
     machines, prompt_len, output_len = int(machines), int(prompt_len), int(output_len)
-    limits = phase_limits(model, prompt_len)
-    baseline = solve_baseline(model, machines, prompt_len, output_len)
-    cuf = cuf_candidates(model, limits, machines, prompt_len, output_len)
-    tuf, roots = tuf_candidates(model, limits, machines, prompt_len, output_len)
-    table = concat([cuf, tuf])
-    if len(table) == 0:
-        raise InfeasiblePlan(
-            "no feasible x: no split delivers a positive request rate (the throughput curves are zero "
-            "at the capacity-limited batches)"
+    # an overflow (extreme fits) is reported by _check_finite, not as a numpy warning
+    with np.errstate(over="ignore", invalid="ignore"):
+        limits = phase_limits(model, prompt_len)
+        baseline = solve_baseline(model, machines, prompt_len, output_len)
+        cuf = cuf_candidates(model, limits, machines, prompt_len, output_len)
+        tuf, roots = tuf_candidates(model, limits, machines, prompt_len, output_len)
+        table = concat([cuf, tuf])
+        if len(table) == 0:
+            raise InfeasiblePlan(
+                "no feasible x: no split delivers a positive request rate (the throughput curves are "
+                "zero at the capacity-limited batches)"
+            )
+        reference = reference_optimum(
+            model.prefill.throughput, model.decode.throughput, limits, machines, prompt_len, output_len
         )
+    _check_finite(baseline, table, reference)
     best = table.row(int(np.argmax(table.rate_rps)))
-    reference = reference_optimum(
-        model.prefill.throughput, model.decode.throughput, limits, machines, prompt_len, output_len
-    )
     x_bal, x_real = cuf_balanced_x(limits, machines, prompt_len)
     notes = (
         _inverse_note("prefill limit", limits.prefill, "tokens")
@@ -116,6 +149,12 @@ def solve_plan(model: PlanModel, machines: int, prompt_len: int, output_len: int
             f"pick ({best.policy}, x={best.decode_machines})",
             best.prefill_batch_tokens,
             best.decode_batch,
+        )
+        + _clamp_notes(
+            model,
+            f"reference (x={reference.decode_machines})",
+            reference.prefill_batch_tokens,
+            reference.decode_batch,
         )
     )
     return Plan(

@@ -26,9 +26,13 @@ from solver.errors import PdrouteError
 from solver.plan import Plan, PlanGrid, solve_grid, solve_plan
 from solver.plan_report import model_parameters, plan_to_dict
 
+# Candidates are vectorised over x: memory and time grow linearly in X (about 60 ms and 70 MB
+# per plan at this bound); far beyond it one plan exhausts memory instead of answering.
+MAX_CLI_MACHINES = 100_000
+
 
 class BadPlanArgument(PdrouteError):
-    """A planner command-line value out of range."""
+    """A planner command-line value out of range, or an output folder that cannot be written."""
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -57,6 +61,11 @@ def register(sub: Any) -> None:
     g.add_argument("--output-lens", type=int, nargs="+", required=True, help="L_d values (columns)")
     g.add_argument("-o", "--out", type=Path, default=Path("results"), help="output folder")
     g.set_defaults(func=run_grid)
+
+
+def _check_machines(machines: int) -> None:
+    if machines > MAX_CLI_MACHINES:
+        raise BadPlanArgument(f"--machines: at most {MAX_CLI_MACHINES}, got {machines}")
 
 
 def _model(args: argparse.Namespace) -> tuple[CurveSet, PlanModel]:
@@ -160,6 +169,7 @@ def format_plan(plan: Plan) -> str:
 
 
 def run_plan(args: argparse.Namespace) -> int:
+    _check_machines(args.machines)
     _check_lengths("prompt-len", [args.prompt_len])
     _check_lengths("output-len", [args.output_len])
     _, model = _model(args)
@@ -200,8 +210,11 @@ def write_grid_csv(grid: PlanGrid, path: Path) -> Path:
 
 
 def run_grid(args: argparse.Namespace) -> int:
+    _check_machines(args.machines)
     _check_lengths("prompt-lens", args.prompt_lens)
     _check_lengths("output-lens", args.output_lens)
+    if args.out.exists() and not args.out.is_dir():
+        raise BadPlanArgument(f"-o {args.out}: exists and is not a folder")
     from solver.plan_plots import plot_curve_fits, write_grid_figures
 
     curves, model = _model(args)
@@ -209,15 +222,18 @@ def run_grid(args: argparse.Namespace) -> int:
     grid = solve_grid(model, args.machines, args.prompt_lens, args.output_lens)
     solve_s = time.perf_counter() - started
     out: Path = args.out
-    out.mkdir(parents=True, exist_ok=True)
     title = f"{curves.name}, {model.throughput_fit}"
-    written = [
-        *write_grid_figures(grid, title, out),
-        write_grid_csv(grid, out / "grid.csv"),
-        plot_curve_fits(curves, out / "curve_fits.png", model),
-    ]
     params_path = out / "model_parameters.json"
-    params_path.write_text(json.dumps(model_parameters(curves, model, grid), indent=2) + "\n")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        written = [
+            *write_grid_figures(grid, title, out),
+            write_grid_csv(grid, out / "grid.csv"),
+            plot_curve_fits(curves, out / "curve_fits.png", model),
+        ]
+        params_path.write_text(json.dumps(model_parameters(curves, model, grid), indent=2) + "\n")
+    except OSError as exc:
+        raise BadPlanArgument(f"-o {out}: cannot write the results ({exc.strerror or exc})") from exc
     written.append(params_path)
     cells = len(grid.prompt_lens) * len(grid.output_lens)
     infeasible = sum(r is not None for row in grid.infeasible for r in row)

@@ -64,6 +64,8 @@ def test_plan_json_is_the_full_answer(capsys: pytest.CaptureFixture[str]) -> Non
         (["--machines", "1"], "no feasible x"),
         (["--machines", "8", "--weights-gb", "700"], "larger than machine memory"),
         (["--machines", "8", "--prompt-len", "0"], "--prompt-len: every value must be >= 1"),
+        # a bound instead of a process killed for memory (candidates are vectorised over x)
+        (["--machines", "100000001"], "--machines: at most 100000"),
     ],
 )
 def test_plan_errors_are_one_line_with_exit_2(
@@ -110,3 +112,17 @@ def test_plan_grid_writes_heatmaps_csv_and_model_parameters(
     assert params["fits"]["prefill"]["capacity"]["c1"] == pytest.approx(0.01)
     assert params["cells"][0]["prefill_limit"]["is_exact"] is True
     assert len(params["cells"]) == 6
+
+
+@pytest.mark.parametrize("below", ["", "sub"], ids=["a file", "under a file"])
+def test_plan_grid_output_that_cannot_be_written_is_one_line(
+    tmp_path: Path, below: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    blocker = tmp_path / "results"
+    blocker.write_text("not a folder")
+    out = blocker / below if below else blocker
+    args = ["plan-grid", "--curves", "bloom-176b-8xh100", "--machines", "8", "-o", str(out)]
+    assert main([*args, "--prompt-lens", "512", "--output-lens", "128"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"pdroute plan-grid: error: -o {out}:") and "\n" not in err
+    assert blocker.read_text() == "not a folder"

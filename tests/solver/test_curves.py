@@ -51,6 +51,19 @@ def test_two_distinct_batches_fit_a_line() -> None:
     assert (fit.c0, fit.c1) == pytest.approx((1.0, 2.0))
 
 
+@pytest.mark.parametrize(
+    "batches", [(1e-300, 2e-300, 3e-300), (1e-160, 2e-160, 3e-160)], ids=["underflow", "overflow"]
+)
+def test_a_fit_that_is_not_finite_names_the_series(batches: tuple[float, ...]) -> None:
+    # rescaling by max(batch)**2 underflows to 0 (or overflows the coefficient): no finite quadratic
+    points = list(zip(batches, (21.0, 22.0, 30.0), strict=True))
+    with pytest.raises(InvalidCurves, match=r"decode.capacity: the quadratic fit .* is not finite"):
+        fit_quadratic(series("c", points), "decode.capacity")
+    if batches[0] == 1e-300:  # through a curve set: the error names the phase and the series
+        with pytest.raises(InvalidCurves, match=r"decode.capacity: the quadratic fit"):
+            build_model(make_curve_set(decode_capacity_batches=batches))
+
+
 def test_piecewise_interpolates_inside_and_clamps_outside() -> None:
     curve = piecewise_from(series("t", [(100, 1000.0), (10, 200.0), (1000, 400.0)]))  # unsorted input
     assert curve.batches == (10.0, 100.0, 1000.0)

@@ -60,6 +60,27 @@ def test_notes_record_clamps_and_boundaries() -> None:
     assert any("extrapolated" in n for n in plan_q.notes)
 
 
+def test_reference_clamps_are_noted() -> None:
+    """A prompt beyond the measured prefill batches puts the reference's prefill batch (at least
+    L_p) outside the observed range [100, 10000]: that clamp is recorded too."""
+    plan = solve_plan(build_model(make_curve_set(memory_gb=200.0)), 10, 12000, 50)  # limit 18000 tokens
+    assert plan.reference.prefill_batch_tokens == 12000.0
+    assert (
+        f"reference (x={plan.reference.decode_machines}): prefill throughput at 1.2e+04 tokens is "
+        "outside the observed [100, 10000], clamped to the end value"
+    ) in plan.notes
+
+
+def test_non_finite_figures_are_infeasible_not_inf() -> None:
+    """Decode throughput points 1e-148 apart fit a parabola with c2 ~ 5e307: T_d at the decode limit
+    overflows. The plan says so instead of answering inf or NaN."""
+    curves = make_curve_set(decode_throughput=((1e-148, 5.0), (2e-148, 6.0), (3e-148, 1e12)))
+    model = build_model(curves, "quadratic")
+    assert np.isfinite(model.decode.throughput.c2)  # type: ignore[union-attr]
+    with pytest.raises(InfeasiblePlan, match="numerical overflow"):
+        solve_plan(model, 10, 100, 50)
+
+
 @pytest.mark.parametrize(
     ("machines", "message"),
     [(1, "machines = 1: no feasible x"), (0, "machines = 0: no feasible x"), (2.5, "expected an integer")],
@@ -87,6 +108,13 @@ def test_plan_invariants(case: tuple[PlanModel, int, int, int]) -> None:
         assert plan.s_p == pytest.approx(plan.speedup, rel=1e-12)
     assert 1 <= plan.best.decode_machines <= machines - 1
     assert plan.best.decode_machines + plan.best.prefill_machines == machines
+    # S_p = S_d for every flow-balanced candidate (every CUF row), not only the pick
+    table, base = plan.candidates, plan.baseline
+    balanced = table.rate_residual == 0.0
+    assert np.count_nonzero(balanced) >= np.count_nonzero(np.char.startswith(np.array(table.policy), "CUF"))
+    s_p = table.prefill_tokens_per_s[balanced] / base.prefill_tokens_per_s
+    s_d = table.decode_tokens_per_s[balanced] / base.decode_tokens_per_s
+    assert s_p == pytest.approx(s_d, rel=1e-9)
 
 
 @settings(max_examples=40, deadline=None)
@@ -98,6 +126,19 @@ def test_best_rate_never_drops_when_machines_grow(case: tuple[PlanModel, int, in
         solve_plan(model, m, prompt_len, output_len).best.rate_rps for m in range(machines, machines + 4)
     ]
     assert all(b >= a * (1 - 1e-12) for a, b in itertools.pairwise(rates))
+
+
+def test_a_spiky_curve_can_lower_the_pick_when_machines_grow_but_not_the_reference() -> None:
+    """Why the property above needs non-decreasing curves: decode throughput spikes at n_d = 20.
+    At X = 10, TUF-P's balance lands x = 8 on the spike (n_d = 80*2/8 = 20); at X = 11 no integer x
+    does, and every candidate is back on the flat 10 tokens/s. The reference keeps the spike."""
+    spike = ((1, 10), (19.9, 10), (20, 10000), (20.1, 10), (100, 10))
+    model = build_model(make_curve_set(decode_throughput=spike))
+    at_10, at_11 = solve_plan(model, 10, 100, 50), solve_plan(model, 11, 100, 50)
+    assert (at_10.best.policy, at_10.best.decode_machines) == ("TUF-P", 8)
+    assert at_10.best.decode_batch == pytest.approx(20.0)
+    assert at_11.best.rate_rps < at_10.best.rate_rps
+    assert at_11.reference.rate_rps >= at_10.reference.rate_rps
 
 
 def test_grid_matches_single_plans_and_keeps_infeasible_reasons() -> None:

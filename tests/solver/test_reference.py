@@ -3,12 +3,14 @@ batches, and as an upper bound of every CUF/TUF candidate."""
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
 
 from solver.baseline import phase_limits
-from solver.curves import PiecewiseLinear, PlanModel, build_model, throughput_at
+from solver.curves import PiecewiseLinear, PlanModel, QuadraticFit, build_model, throughput_at
 from solver.reference import reference_optimum, search_grid
 from solver.split import concat, cuf_candidates, tuf_candidates
 from tests.solver.curve_factory import make_curve_set
@@ -88,7 +90,19 @@ def test_reference_bounds_a_dense_brute_force_on_quadratic_fits(
     )
     brute = _brute_force(model, machines, prompt_len, output_len, 1000)
     assert ref.rate_rps >= brute * (1 - 1e-12)
-    assert ref.rate_rps == pytest.approx(brute, rel=1e-3)
+    # exact: a parabola's maximum on [lo, hi] is at an end or at its vertex (a grid, however
+    # dense, only approaches it: steep parabolas leave a dense grid short by more than 1e-3)
+    best = []
+    for fit, lo, hi in (
+        (model.prefill.throughput, float(prompt_len), limits.prefill.batch),
+        (model.decode.throughput, 1.0, limits.decode.batch),
+    ):
+        assert isinstance(fit, QuadraticFit)
+        at = [lo, hi] + ([-fit.c1 / (2 * fit.c2)] if fit.c2 < 0 else [])
+        best.append(max(float(throughput_at(fit, b)) for b in at if lo <= b <= hi))
+    xs = range(1, machines)
+    exact = max(min((machines - x) * best[0] / prompt_len, x * best[1] / output_len) for x in xs)
+    assert ref.rate_rps == pytest.approx(exact, rel=1e-12)
     # the reported batches achieve the reported rate
     x = ref.decode_machines
     t_p = float(throughput_at(model.prefill.throughput, ref.prefill_batch_tokens))
@@ -112,3 +126,18 @@ def test_reference_is_never_below_any_candidate(case: tuple[PlanModel, int, int,
     )
     if len(table):
         assert ref.rate_rps >= float(table.rate_rps.max()) * (1 - 1e-12)
+
+
+@settings(max_examples=40, deadline=None)
+@given(case=planner_cases(max_machines=40))
+def test_reference_rate_never_drops_when_machines_grow(case: tuple[PlanModel, int, int, int]) -> None:
+    """Unlike the CUF/TUF pick (tests/solver/test_plan.py), for any curves."""
+    model, machines, prompt_len, output_len = case
+    limits = phase_limits(model, prompt_len)
+    rates = [
+        reference_optimum(
+            model.prefill.throughput, model.decode.throughput, limits, m, prompt_len, output_len
+        ).rate_rps
+        for m in range(machines, machines + 4)
+    ]
+    assert all(b >= a for a, b in itertools.pairwise(rates))
