@@ -3,8 +3,9 @@
     python -m bench.gpu_check [--out gpu_check_out] [--model qwen3-8b] [--quick] [--device cuda]
 
 Run from the repository root with a Python that has a CUDA build of torch plus numpy,
-matplotlib and tqdm (pdroute itself is imported from the working tree). Stages, each through
-the ``pdroute`` command line exactly as an operator runs it:
+matplotlib and tqdm (pdroute itself is imported from the working tree; the routing service's
+web stack, fastapi and pydantic, is not needed). Stages, each through the ``pdroute`` command
+line as an operator runs it (``app.cli.main`` with only these subcommands registered):
 
 1. baselines measured in this run on the same device: a large GEMM (TFLOP/s) and a
    device-to-device copy (GB/s of memory traffic);
@@ -55,13 +56,27 @@ def plan_stages(out_dir: Path, *, model: str, device: str, quick: bool) -> list[
     ]
 
 
+# The subcommands the check runs. Registering only these keeps the service's modules (and so
+# fastapi and pydantic) out of the child process: a GPU image often has torch but no web stack.
+STAGE_COMMANDS = ("app.commands.profile", "app.commands.fit", "app.commands.plot")
+
+
+def stage_main(argv: Sequence[str]) -> int:
+    """``pdroute ARGV`` (same parsing, same one-line errors) with only ``STAGE_COMMANDS``."""
+    from app import cli
+
+    cli.COMMAND_MODULES = STAGE_COMMANDS  # type: ignore[assignment]  # a shorter tuple of names
+    return cli.main(argv)
+
+
 def run_subprocess(argv: Sequence[str]) -> int:
-    """Run ``pdroute ARGV`` as a child process from the repository root (output passes through)."""
+    """Run ``pdroute ARGV`` (``stage_main``) as a child process from the repository root."""
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
     }
-    return subprocess.run([sys.executable, "-m", "app", *argv], cwd=REPO, env=env, check=False).returncode
+    code = "import sys; from bench.gpu_check import stage_main; sys.exit(stage_main(sys.argv[1:]))"
+    return subprocess.run([sys.executable, "-c", code, *argv], cwd=REPO, env=env, check=False).returncode
 
 
 def prefill_flops(config: ModelConfig, prompt_len: int) -> float:
@@ -152,6 +167,7 @@ def main(
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     parser.add_argument("--quick", action="store_true", help="the small --quick grid (smoke run)")
     args = parser.parse_args(argv)
+    args.out = args.out.resolve()  # the stages run from the repository root
     started = time.monotonic()
     import torch
 

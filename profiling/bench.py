@@ -34,12 +34,13 @@ import torch
 from profiling.batch import SequenceChunk
 from profiling.engine import ModelRunner, resolve_device
 from profiling.environment import describe_device, describe_versions, utc_now
-from profiling.errors import ProfilingError
-from profiling.io import save_profile
-from profiling.models import resolve_model
+from profiling.errors import ProfilingError, first_line
+from profiling.io import check_writable, save_profile
+from profiling.models import ModelConfig, resolve_model
 from profiling.points import PointRecorder, require_table
 from profiling.timing import Timing, time_interleaved
 from profiling.transfer import TransferMeasurement, measure_kv_bandwidth
+from solver.errors import PdrouteError
 from solver.profile_result import ProfileGrids, ProfileResult
 
 SOURCE = "torch-profiler"
@@ -59,14 +60,30 @@ def validate_grids(grids: ProfileGrids) -> None:
         raise ProfilingError(f"need warmup >= 0 and repeats >= 1, got {grids.warmup} and {grids.repeats}")
 
 
-def kv_capacity_tokens(grids: ProfileGrids, block_size_bound: int = 256) -> int:
-    """KV tokens the cache must hold for the largest point (plus block rounding slack)."""
-    need = max(
+def positions_needed(grids: ProfileGrids) -> int:
+    """The longest context of any point: a prompt, a decode's kv_len + 1, or a mixed step's
+    chunk beside decodes at ``interference_kv_len + 1`` (the chunk uses its own positions)."""
+    return max(
         max(grids.prompt_lens),
         max(grids.kv_lens) + 1,
         max(grids.chunk_sizes) + grids.interference_kv_len + 1,
     )
-    return need + 2 * block_size_bound
+
+
+def check_context(grids: ProfileGrids, config: ModelConfig) -> None:
+    """Refuse grids longer than the model's context: such points measure nothing a deployment
+    runs, and absurd lengths would exhaust host memory (rotary tables) before any error."""
+    need = positions_needed(grids)
+    if need > config.max_position_embeddings:
+        raise ProfilingError(
+            f"the grids need a context of {need} tokens but {config.name} supports "
+            f"{config.max_position_embeddings} (max_position_embeddings); shorten the grids"
+        )
+
+
+def kv_capacity_tokens(grids: ProfileGrids, block_size_bound: int = 256) -> int:
+    """KV tokens the cache must hold for the largest point (plus block rounding slack)."""
+    return positions_needed(grids) + 2 * block_size_bound
 
 
 class Measurements:
@@ -208,6 +225,37 @@ def _measure_transfer(
     return found[0]
 
 
+def _build_runner(
+    config: ModelConfig,
+    grids: ProfileGrids,
+    dev: torch.device,
+    *,
+    dtype: str | None,
+    seed: int,
+    checkpoint: str | Path | None,
+    attention: str,
+) -> ModelRunner:
+    """The runner for ``grids``; a failed allocation (out of memory) is one ``ProfilingError``."""
+    capacity = kv_capacity_tokens(grids)
+    try:
+        return ModelRunner(
+            config,
+            kv_capacity_tokens=capacity,
+            device=str(dev),
+            dtype=dtype,
+            seed=seed,
+            checkpoint=checkpoint,
+            attention=attention,
+        )
+    except PdrouteError:
+        raise
+    except RuntimeError as exc:  # torch.OutOfMemoryError and the CPU allocator's errors
+        raise ProfilingError(
+            f"could not build {config.name} with a KV cache of {capacity} tokens on {dev} "
+            f"({type(exc).__name__}: {first_line(exc)}); use smaller grids or another device"
+        ) from None
+
+
 def run_full_profile(
     model_path: str,
     output_path: str | Path | None,
@@ -241,20 +289,17 @@ def run_full_profile(
     if bandwidth_gbps is not None and not (math.isfinite(bandwidth_gbps) and bandwidth_gbps > 0):
         raise ProfilingError(f"--bandwidth-gbps must be a positive number, got {bandwidth_gbps!r}")
     config = resolve_model(model_path)
+    check_context(grids, config)
+    if output_path is not None:
+        check_writable(output_path)
     started = time.monotonic()
     dev = resolve_device(device)
     if dev.type == "cuda":
         src_gpu = dev.index if dev.index is not None else src_gpu
         dev = resolve_device(f"cuda:{src_gpu}")
     with _cpu_threads(dev, cpu_threads):
-        runner = ModelRunner(
-            config,
-            kv_capacity_tokens=kv_capacity_tokens(grids),
-            device=str(dev),
-            dtype=dtype,
-            seed=seed,
-            checkpoint=checkpoint,
-            attention=attention,
+        runner = _build_runner(
+            config, grids, dev, dtype=dtype, seed=seed, checkpoint=checkpoint, attention=attention
         )
         build_s = time.monotonic() - started
         bench = Measurements(runner, grids, use_graphs=cuda_graphs and dev.type == "cuda", seed=seed)

@@ -23,7 +23,7 @@ import torch
 
 from profiling.attention import BACKENDS, FLASH_BLOCK_SIZE, load_flash_attn
 from profiling.batch import ForwardBatch, SequenceChunk, prepare_batch
-from profiling.errors import CheckpointError, DeviceUnavailable, ProfilingError
+from profiling.errors import CheckpointError, DeviceUnavailable, ProfilingError, first_line
 from profiling.kv_cache import BlockAllocator, PagedKVCache, blocks_needed
 from profiling.layers import CausalLM, Rotary
 from profiling.models import ModelConfig
@@ -100,32 +100,46 @@ def build_model(
 
 def load_checkpoint(model: CausalLM, directory: Path) -> None:
     """Copy every parameter from ``directory/*.safetensors`` (HF names); refuse a partial match."""
-    from safetensors import safe_open
-
-    files = sorted(directory.glob("*.safetensors")) if directory.is_dir() else []
+    if not directory.is_dir():
+        raise CheckpointError(
+            f"{directory}: not a directory (give the folder holding the *.safetensors files)"
+        )
+    files = sorted(directory.glob("*.safetensors"))
     if not files:
         raise CheckpointError(f"{directory}: no *.safetensors files found")
     params = dict(model.named_parameters())  # tied weights appear once, under the embedding
     loaded: set[str] = set()
     with torch.no_grad():
         for file in files:
-            with safe_open(str(file), framework="pt", device="cpu") as f:
-                for key in f.keys():  # noqa: SIM118 (safe_open is not a mapping)
-                    if key not in params:
-                        continue
-                    tensor = f.get_tensor(key)
-                    if tuple(tensor.shape) != tuple(params[key].shape):
-                        raise CheckpointError(
-                            f"{file.name}: {key} has shape {tuple(tensor.shape)}, "
-                            f"the model expects {tuple(params[key].shape)}"
-                        )
-                    params[key].copy_(tensor)
-                    loaded.add(key)
+            loaded |= _load_file(file, params)
     missing = sorted(set(params) - loaded)
     if missing:
         raise CheckpointError(
             f"{directory}: {len(missing)} tensors missing from the checkpoint (first: {missing[0]})"
         )
+
+
+def _load_file(file: Path, params: dict[str, torch.nn.Parameter]) -> set[str]:
+    """Copy the tensors of one safetensors file into ``params``; return the names copied."""
+    from safetensors import SafetensorError, safe_open
+
+    loaded = set()
+    try:
+        with safe_open(str(file), framework="pt", device="cpu") as f:
+            for key in f.keys():  # noqa: SIM118 (safe_open is not a mapping)
+                if key not in params:
+                    continue
+                tensor = f.get_tensor(key)
+                if tuple(tensor.shape) != tuple(params[key].shape):
+                    raise CheckpointError(
+                        f"{file.name}: {key} has shape {tuple(tensor.shape)}, "
+                        f"the model expects {tuple(params[key].shape)}"
+                    )
+                params[key].copy_(tensor)
+                loaded.add(key)
+    except (SafetensorError, OSError) as exc:
+        raise CheckpointError(f"{file}: not a readable safetensors file ({first_line(exc)})") from None
+    return loaded
 
 
 class ModelRunner:

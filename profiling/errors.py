@@ -19,3 +19,8 @@ class DeviceUnavailable(ProfilingError):
 
 class CheckpointError(ProfilingError):
     """A safetensors checkpoint directory is missing, incomplete or does not match the model."""
+
+
+def first_line(exc: BaseException, limit: int = 200) -> str:
+    """The first line of ``exc``'s message (or its type's name), for a one-line report."""
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:limit]

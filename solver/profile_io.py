@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +31,30 @@ def _read_pt(path: Path) -> Any:
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # torch raises many types (UnpicklingError, RuntimeError, EOFError)
-        raise InvalidProfile(f"{path}: not a readable torch profile ({type(exc).__name__}: {exc})") from None
+        detail = _unpickler_detail(str(exc))
+        if detail.startswith("Unsupported global"):
+            raise InvalidProfile(
+                f"{path}: refused: a .pt profile holds only plain data (dicts, lists, numbers, "
+                f"strings), and this one holds objects, which are never unpickled ({detail})"
+            ) from None
+        raise InvalidProfile(
+            f"{path}: not a readable torch profile ({type(exc).__name__}: {detail or 'no detail'})"
+        ) from None
+
+
+def _unpickler_detail(message: str) -> str:
+    """The one informative sentence of torch.load's error, on one line (max 200 characters).
+
+    With ``weights_only=True`` torch wraps the reason in paragraphs of advice (including
+    "re-run with weights_only=False", which this reader must never suggest) and ANSI codes.
+    """
+    marker = "WeightsUnpickler error:"
+    if marker in message:
+        message = message.split(marker, 1)[1]
+    message = re.sub(r"\x1b\[[0-9;]*m", "", message)
+    first = next((part for part in message.split("\n\n") if part.strip()), "")
+    sentence = " ".join(first.split()).split(". ", 1)[0].rstrip(".")
+    return sentence[:200]
 
 
 def load_profile(path: str | os.PathLike[str]) -> ProfileResult:

@@ -65,12 +65,15 @@ QUICK_GRIDS = ProfileGrids(
     prompt_lens=(16, 32, 64, 128),
     kv_lens=(32, 128),
     batch_sizes=(1, 2, 4, 8),
-    chunk_sizes=(16, 32, 64),
+    # On a loaded CPU a ~1 ms step is stalled by the scheduler for ~10 ms in about half of its
+    # runs, which no median survives. A 1024-token chunk adds ~25 ms to the tiny preset's step,
+    # so the fitted gamma (a slope weighted by chunk size) stays positive however the stalls
+    # fall; chunks of at most 64 tokens (~0.5 ms) gave a non-positive gamma in 4 to 10 of 40
+    # profiles on a loaded 2-core machine, this grid in none of 40 (docs/profiling.md).
+    chunk_sizes=(64, 256, 1024),
     decode_batches=(2, 4),
     interference_kv_len=64,
     warmup=1,
-    # Interference on the tiny preset is ~0.3 ms, near a busy CPU's scheduling noise: 9 repeats
-    # keep its median stable enough to fit (3 failed 1 run in 3 on a loaded 2-core machine).
     repeats=9,
 )
 

@@ -11,6 +11,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from app.cli import CliError
 from solver.costmodel import AnalyticalCostModel
 from solver.fit_report import fit_report_path
 
@@ -29,9 +30,12 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    model, report = AnalyticalCostModel.fit_with_report(
-        args.profile, save_params_path=args.output, model_name=args.model, hardware=args.hardware
-    )
+    try:
+        model, report = AnalyticalCostModel.fit_with_report(
+            args.profile, save_params_path=args.output, model_name=args.model, hardware=args.hardware
+        )
+    except OSError as exc:  # reading errors are InvalidProfile already: this is the writing
+        raise CliError(f"cannot write {args.output} ({exc.strerror or exc})") from None
     print(report.format_table())
     print()
     print(f"wrote {args.output} (params_id {model.params.params_id})")

@@ -42,6 +42,10 @@ def run(args: argparse.Namespace) -> int:
         from solver.profile_io import load_profile
 
         profile = load_profile(args.profile)
-    for path in model.plot_all(args.output_dir, args.output_len, args.chunk_size, profile=profile):
+    try:
+        paths = model.plot_all(args.output_dir, args.output_len, args.chunk_size, profile=profile)
+    except OSError as exc:
+        raise CliError(f"cannot write the plots into {args.output_dir} ({exc.strerror or exc})") from None
+    for path in paths:
         print(f"wrote {path}")
     return 0

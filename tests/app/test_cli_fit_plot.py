@@ -71,6 +71,8 @@ def test_plot_draws_four_pngs_from_fitted_params(
         (["plot", "{bad}"], "alpha: missing"),
         (["plot", "{params}", "--profile", "{bad}"], "T_decode: missing"),
         (["plot", "{params}", "--chunk-size", "0"], "--chunk-size: must be >= 1"),
+        (["fit", "{good}", "-o", "{blocker}/params.json"], "cannot write {blocker}/params.json ("),
+        (["plot", "{params}", "-o", "{blocker}"], "cannot write the plots into {blocker} ("),
     ],
 )
 def test_bad_input_exits_2_with_one_line(
@@ -83,7 +85,11 @@ def test_bad_input_exits_2_with_one_line(
     params = tmp_path / "params.json"
     assert main(["fit", str(profile_file), "-o", str(params)]) == 0
     capsys.readouterr()
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
     paths = {"bad": str(bad), "absent": str(tmp_path / "absent.json"), "params": str(params)}
+    paths |= {"good": str(profile_file), "blocker": str(blocker)}
+    message = message.format(**paths)
     code = main([a.format(**paths) for a in argv])
     captured = capsys.readouterr()
     assert code == 2

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from app.cli import main
+from app.params_store import read_params_file
 from solver.fit import fit_profile
-from solver.params import params_from_dict
 from solver.profile_io import load_profile
 from solver.profile_result import QUICK_GRIDS
 
@@ -19,8 +19,7 @@ def test_quick_profile_of_the_tiny_preset_into_pt_then_params(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "profile_data.pt"
-    # --repeats 9 (--quick has 3): medians robust to a loaded test machine, for the fit below.
-    args = ["profile", "--quick", "--repeats", "9", "--model", "tiny", "--device", "cpu", "-o", str(out)]
+    args = ["profile", "--quick", "--model", "tiny", "--device", "cpu", "-o", str(out)]
     assert main(args) == 0
     captured = capsys.readouterr()
     assert f"wrote {out}" in captured.out and "profile:" in captured.err  # progress bar on stderr
@@ -28,10 +27,15 @@ def test_quick_profile_of_the_tiny_preset_into_pt_then_params(
     assert set(profile.T_prefill) == set(QUICK_GRIDS.prompt_lens)
     assert len(profile.T_decode) == len(QUICK_GRIDS.kv_lens) * len(QUICK_GRIDS.batch_sizes)
     assert len(profile.T_interference) == len(QUICK_GRIDS.chunk_sizes) * len(QUICK_GRIDS.decode_batches)
-    assert profile.grids["prompt_lens"] == list(QUICK_GRIDS.prompt_lens) and profile.grids["repeats"] == 9
-    params, _ = fit_profile(profile)
-    # The service's loader accepts what the fit makes of a CPU profile.
-    assert params_from_dict(json.loads(json.dumps(params.to_dict()))) == params
+    assert profile.grids == QUICK_GRIDS.to_json_dict()
+    assert all(
+        len(profile.samples[f"mixed/{c}x{b}"]) == QUICK_GRIDS.repeats for c, b in profile.T_interference
+    )
+    params_path = tmp_path / "params.json"
+    assert main(["fit", str(out), "-o", str(params_path)]) == 0
+    # The service's own reader accepts the params.json fitted from a CPU profile.
+    params = read_params_file(params_path)
+    assert params == fit_profile(profile)[0] and params.metadata.source == "torch-profiler"
 
 
 def test_grid_options_override_into_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -82,7 +86,7 @@ def test_hf_config_path_as_model(tmp_path: Path) -> None:
         ),
         (["--model", "tiny", "--bandwidth-gbps", "10"], "together"),
         (["--model", "tiny", "--dtype", "int4"], "unknown dtype"),
-        (["--model", "tiny", "--checkpoint", "/nonexistent"], "no \\*.safetensors"),
+        (["--model", "tiny", "--checkpoint", "/nonexistent"], "/nonexistent: not a directory"),
     ],
 )
 def test_errors_are_one_line(
@@ -129,3 +133,34 @@ def test_aiconfigurator_source_is_dispatched_and_saved(
     assert "device h100_sxm" in capsys.readouterr().out
     profile = load_profile(out)
     assert set(profile.T_prefill) == {128, 256} and set(profile.T_decode) == {(512, 1), (512, 8)}
+
+
+def test_default_grids_are_the_designs_and_every_one_is_overridable() -> None:
+    from app.cli import build_parser
+    from app.commands.profile import _grids
+
+    defaults = _grids(build_parser().parse_args(["profile", "-o", "p.pt"]))
+    assert defaults.to_json_dict() == {
+        "prompt_lens": [64, 128, 256, 512, 1024, 2048],
+        "kv_lens": [128, 512, 1024, 2048],
+        "batch_sizes": [1, 4, 8, 16, 32],
+        "chunk_sizes": [64, 128, 256, 512],
+        "decode_batches": [4, 8, 16],
+        "interference_kv_len": 512,
+        "warmup": 3,
+        "repeats": 10,
+    }
+    argv = ["profile", "-o", "p.pt", "--prompt-lens", "7", "--kv-lens", "8", "--batch-sizes", "9"]
+    argv += ["--chunk-sizes", "10", "--decode-batches", "11", "--interference-kv-len", "12"]
+    argv += ["--warmup", "0", "--repeats", "13"]
+    overridden = _grids(build_parser().parse_args(argv)).to_json_dict()
+    assert overridden == {
+        "prompt_lens": [7],
+        "kv_lens": [8],
+        "batch_sizes": [9],
+        "chunk_sizes": [10],
+        "decode_batches": [11],
+        "interference_kv_len": 12,
+        "warmup": 0,
+        "repeats": 13,
+    }

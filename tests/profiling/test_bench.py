@@ -138,6 +138,14 @@ def test_operator_stated_bandwidth_replaces_the_measurement(tmp_path: Path) -> N
         ({"grids": dataclasses.replace(GRIDS, prompt_lens=(8, 0))}, "prompt_lens"),
         ({"grids": dataclasses.replace(GRIDS, repeats=0)}, "repeats"),
         ({"attention": "bogus"}, "attention backend"),
+        (
+            {"grids": dataclasses.replace(GRIDS, prompt_lens=(8, 10**8))},
+            r"context of 100000000 tokens but tiny supports 4096 \(max_position_embeddings\)",
+        ),
+        (
+            {"grids": dataclasses.replace(GRIDS, chunk_sizes=(4000,), interference_kv_len=96)},
+            "context of 4097 tokens",
+        ),
     ],
 )
 def test_bad_options_are_refused(kwargs: dict[str, Any], message: str) -> None:
@@ -164,3 +172,32 @@ def test_measurements_give_back_every_block() -> None:
     assert len(measure.interference(points)[0]) == 2
     assert len(measure.decode(points)) == 4
     assert runner.allocator.num_free == free and points.failed == []
+
+
+def test_an_unwritable_output_is_refused_before_any_work(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def must_not_build(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("the model was built although the profile could not be saved")
+
+    monkeypatch.setattr(bench, "ModelRunner", must_not_build)
+    (tmp_path / "a-file").write_text("")
+    with pytest.raises(ProfilingError, match="cannot write there"):
+        bench.run_full_profile(
+            "tiny", tmp_path / "a-file" / "p.pt", grids=GRIDS, device="cpu", progress=False
+        )
+
+
+def test_running_out_of_memory_while_building_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    def oom(*args: Any, **kwargs: Any) -> None:
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 80.00 GiB\nmore detail")
+
+    monkeypatch.setattr(bench, "ModelRunner", oom)
+    with pytest.raises(ProfilingError) as info:
+        _profile()
+    message = str(info.value)
+    assert message.startswith(
+        f"could not build tiny with a KV cache of {bench.kv_capacity_tokens(GRIDS)} tokens"
+    )
+    assert "OutOfMemoryError: CUDA out of memory. Tried to allocate 80.00 GiB)" in message
+    assert "\n" not in message

@@ -182,6 +182,11 @@ def test_incomplete_or_mismatched_checkpoint_is_refused(tmp_path: Path) -> None:
     save_file({"model.norm.weight": torch.ones(3)}, str(tmp_path / "a.safetensors"))
     with pytest.raises(CheckpointError, match="shape"):
         build_model(TINY, torch.device("cpu"), torch.float32, seed=0, checkpoint=tmp_path)
+    (tmp_path / "a.safetensors").write_bytes(b"truncated")
+    with pytest.raises(CheckpointError, match=r"a\.safetensors: not a readable safetensors file \(.+\)$"):
+        build_model(TINY, torch.device("cpu"), torch.float32, seed=0, checkpoint=tmp_path)
+    with pytest.raises(CheckpointError, match="not a directory"):
+        build_model(TINY, torch.device("cpu"), torch.float32, seed=0, checkpoint=tmp_path / "a.safetensors")
 
 
 def test_device_and_dtype_resolution(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -16,7 +16,7 @@ from solver.fit import FLAT_DECODE_TOLERANCE, FitReport, Residual, fit_profile, 
 from solver.fit_report import fit_report_path
 from solver.params import load_params, save_params
 from solver.profile_io import load_profile, save_profile_json
-from solver.profile_result import ProfileGrids
+from solver.profile_result import QUICK_GRIDS
 from tests.solver.synthetic_profiles import DENSE_GRIDS, DESIGN_GRIDS, synthetic_profile, with_tables
 
 
@@ -315,16 +315,9 @@ def test_fit_from_profile_writes_params_and_report_beside_them(tmp_path: Path) -
 
 def test_quick_grid_profile_fits() -> None:
     # The profiler's --quick grid (CPU runs) is small but must still fit.
-    grids = ProfileGrids(
-        prompt_lens=(16, 32, 64, 128),
-        kv_lens=(32, 128),
-        batch_sizes=(1, 2, 4, 8),
-        chunk_sizes=(16, 32, 64),
-        decode_batches=(2, 4),
-        interference_kv_len=64,
-    )
-    params, _report = fit_profile(synthetic_profile(**TRUTH, batch_thresh=3.0, grids=grids))
+    params, _report = fit_profile(synthetic_profile(**TRUTH, batch_thresh=3.0, grids=QUICK_GRIDS))
     assert params.batch_thresh == pytest.approx(3.0)
+    assert params.gamma == pytest.approx(TRUTH["gamma"])
 
 
 @pytest.mark.parametrize(

@@ -5,15 +5,19 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 from PIL import Image
 
+from solver import plots
 from solver.costmodel import AnalyticalCostModel
 from solver.fit import fit_profile
 from solver.params import CostModelParams, ParamsMetadata
 from solver.plots import (
+    BAR_LOADS,
+    BAR_PROMPT_LENS,
     COLLOCATED_COLOUR,
     DISAGGREGATED_COLOUR,
     plot_all,
@@ -67,6 +71,79 @@ def test_plot_all_writes_four_real_non_blank_pngs(tmp_path: Path) -> None:
         assert rgb.shape[0] >= 400 and rgb.shape[1] >= 600, p
         # Not a single colour: many distinct colours (lines, text, fills, antialiasing).
         assert len(np.unique(rgb.reshape(-1, 3), axis=0)) > 50, p
+
+
+def _figures(monkeypatch: pytest.MonkeyPatch, model: AnalyticalCostModel, tmp_path: Path) -> dict[str, Any]:
+    """``plot_all``'s matplotlib figures by file name (each still written as a PNG)."""
+    figures: dict[str, Any] = {}
+    save = plots._save
+
+    def keep(fig: Any, path: Path) -> Path:
+        figures[path.name] = fig
+        return save(fig, path)
+
+    monkeypatch.setattr(plots, "_save", keep)
+    model.plot_all(tmp_path, profile=synthetic_profile(batch_thresh=16.0))
+    return figures
+
+
+def _rgb(colour: Any) -> tuple[float, float, float]:
+    from matplotlib.colors import to_rgb
+
+    return to_rgb(colour)
+
+
+def test_figures_show_what_they_claim(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    model = _rtx4090_model()
+    p = model.params
+    figures = _figures(monkeypatch, model, tmp_path)
+    assert sorted(figures) == sorted(NAMES)
+    for name, fig in figures.items():  # titled with model, hardware and params_id
+        suptitle = fig.get_suptitle()
+        title = suptitle or fig.axes[0].get_title()
+        assert all(part in title for part in ("test-model", "RTX 4090", p.params_id)), name
+
+    # Bars: t_collocated (red) and t_disaggregated (green) per prompt_len, output_len 50, each
+    # pair marked with the router's own decision in that decision's colour.
+    bars = figures["latency_bars.png"]
+    marks_seen = set()
+    for ax, load in zip(bars.axes, BAR_LOADS, strict=True):
+        assert ax.get_title() == f"system_load {load}"
+        routes = [model.route(n, 50, load) for n in BAR_PROMPT_LENS]
+        red = [r.get_height() for r in ax.patches if _rgb(r.get_facecolor()) == _rgb(COLLOCATED_COLOUR)]
+        green = [r.get_height() for r in ax.patches if _rgb(r.get_facecolor()) == _rgb(DISAGGREGATED_COLOUR)]
+        assert red == pytest.approx([t_c for _, t_c, _ in routes])
+        assert green == pytest.approx([t_d for _, _, t_d in routes])
+        marks = [(t.get_text(), _rgb(t.get_color())) for t in ax.texts]
+        expected = [
+            ("D", _rgb(DISAGGREGATED_COLOUR)) if d == "disaggregated" else ("C", _rgb(COLLOCATED_COLOUR))
+            for d, _, _ in routes
+        ]
+        assert marks == expected
+        marks_seen |= {m for m, _ in marks}
+    assert marks_seen == {"C", "D"}  # break-even load ~2.1: C at load 0, D at load 8
+
+    # Transfer (solid line) vs interference at full load (dashed), green where transfer is cheaper.
+    (ax,) = figures["transfer_vs_interference.png"].axes
+    lines = {line.get_label(): line for line in ax.get_lines()}
+    transfer = lines[f"KV transfer ({p.bandwidth_GBps:.4g} GB/s)"]
+    interference = lines["interference, load >= batch_thresh"]
+    assert transfer.get_linestyle() == "-" and interference.get_linestyle() == "--"
+    x = transfer.get_xdata()
+    assert transfer.get_ydata() == pytest.approx(x * p.transfer_rate_ms_per_token)
+    assert interference.get_ydata() == pytest.approx(x * p.gamma)
+    (fill,) = ax.collections
+    assert _rgb(fill.get_facecolor()[0][:3]) == _rgb(DISAGGREGATED_COLOUR)
+
+    # Decode: the fitted two-segment curve, measured points, batch_thresh as a dashed vertical line.
+    (ax,) = figures["decode_curve.png"].axes
+    thresh_lines = [line for line in ax.get_lines() if line.get_label().startswith("batch_thresh")]
+    assert len(thresh_lines) == 1 and thresh_lines[0].get_linestyle() == "--"
+    assert list(thresh_lines[0].get_xdata()) == [p.batch_thresh, p.batch_thresh]
+    fitted = next(line for line in ax.get_lines() if line.get_label().startswith("fitted"))
+    b = fitted.get_xdata()
+    assert fitted.get_ydata() == pytest.approx([model.t_decode_step(v) for v in b])
+    assert len(ax.collections) == 4  # one scatter per measured kv_len
 
 
 def test_heatmap_colours_follow_the_decision(tmp_path: Path) -> None:
