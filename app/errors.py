@@ -8,11 +8,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 
+from app.middleware import CLIENT_CLOSED_REQUEST
 from solver.errors import (
     FitError,
     InfeasiblePlan,
@@ -78,7 +80,14 @@ async def _http_handler(request: Request, exc: Exception) -> JSONResponse:
     )
 
 
+async def _disconnect_handler(request: Request, exc: Exception) -> Response:
+    # The client went away while its body was being read: nobody to answer, and not a server
+    # error (it must not count as a 5xx). 499 is what the metrics record; it is never sent.
+    return Response(status_code=CLIENT_CLOSED_REQUEST)
+
+
 def install_error_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(ClientDisconnect, _disconnect_handler)
     app.add_exception_handler(RequestValidationError, _validation_handler)
     app.add_exception_handler(PdrouteError, _domain_handler)
     app.add_exception_handler(StarletteHTTPException, _http_handler)

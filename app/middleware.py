@@ -1,6 +1,8 @@
 """Pure ASGI middleware: request timing/counting for ``/metrics``, and the body-size limit.
 
-Pure ASGI (not ``BaseHTTPMiddleware``) because these sit on the ``/route`` hot path.
+Pure ASGI (not ``BaseHTTPMiddleware``) because these sit on the ``/route`` hot path. The
+connection-level limits beneath them (request head size, request timeout) are in
+``app.http_protocol``.
 """
 
 from __future__ import annotations
@@ -14,6 +16,10 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.metrics import Metrics
+
+# The status counted for a request whose client went away (or was cut off by the request
+# timeout) before it was answered: nginx's "client closed request". Nobody receives it.
+CLIENT_CLOSED_REQUEST = 499
 
 
 class MetricsMiddleware:
@@ -30,7 +36,7 @@ class MetricsMiddleware:
             await self.app(scope, receive, send)
             return
         start = self.clock()
-        status = 500
+        status: int | None = None
 
         async def send_wrapper(message: Message) -> None:
             nonlocal status
@@ -40,7 +46,14 @@ class MetricsMiddleware:
 
         try:
             await self.app(scope, receive, send_wrapper)
+        except BaseException:
+            if status is None:
+                status = 500
+            raise
         finally:
+            if status is None:
+                # The app returned without answering: only when the client went away first.
+                status = CLIENT_CLOSED_REQUEST
             route = scope.get("route")
             handler = getattr(route, "path", None) or scope.get("pdroute.handler") or "unmatched"
             duration, count = self._children(handler, status)

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from app.params_store import read_params_file
 from app.settings import embedded_params_path
 from solver.costmodel import AnalyticalCostModel
 from solver.errors import PdrouteError
@@ -40,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
     ):
         if getattr(args, name) < minimum:
             raise BadArgument(f"--{name.replace('_', '-')}: must be >= {minimum}, got {getattr(args, name)}")
-    model = AnalyticalCostModel.load_params(args.params or embedded_params_path())
+    model = AnalyticalCostModel(read_params_file(args.params or embedded_params_path()))
     b = model.explain(
         args.prompt_len, args.output_len, args.system_load, args.decode_batch_size, args.chunk_size
     )

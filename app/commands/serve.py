@@ -5,12 +5,17 @@ from __future__ import annotations
 import argparse
 import copy
 import os
+import signal
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from app.settings import Settings
-from solver.params import load_params
+
+# On SIGTERM, requests still in flight after this long are cancelled (a client that stopped
+# sending its body would otherwise hold the shutdown until the kubelet's SIGKILL). Within the
+# Deployment's terminationGracePeriodSeconds (30) minus its preStop sleep (5).
+GRACEFUL_SHUTDOWN_S = 10
 
 
 def register(sub: Any) -> None:
@@ -26,7 +31,13 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # SIGHUP means "reload" once the service is up; until then (and in uvicorn's supervisor,
+    # which replaces this) it must not kill the process with the default action.
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
     import uvicorn
+
+    from app.http_protocol import HTTP_PROTOCOL, MAX_HEAD_BYTES
+    from app.params_store import read_params_file
 
     overrides = {
         "host": args.host,
@@ -38,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
     settings = Settings(**{k: v for k, v in overrides.items() if v is not None})
     # Validate before starting: a bad file is one clear line and a non-zero exit, not a
     # traceback from inside the server's startup.
-    params = load_params(settings.resolved_params_path())
+    params = read_params_file(settings.resolved_params_path())
     # Worker processes build their own app from the environment, so pass the choices there.
     os.environ["PDROUTE_PARAMS_PATH"] = str(settings.resolved_params_path())
     for key in ("host", "port", "workers", "log_level"):
@@ -64,5 +75,9 @@ def run(args: argparse.Namespace) -> int:
         log_level=settings.log_level,
         access_log=False,
         log_config=log_config,
+        # Bounded request heads and a request timeout (app.middleware).
+        http=HTTP_PROTOCOL,
+        h11_max_incomplete_event_size=MAX_HEAD_BYTES,
+        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
     )
     return 0

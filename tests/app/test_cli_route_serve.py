@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import re
 import signal
 import subprocess
 import sys
@@ -121,3 +123,39 @@ def test_sighup_with_workers_and_a_bad_file_keeps_serving(
     assert route.status_code == 200 and route.json()["params_id"] == good
     metrics = httpx.get(f"{proc.url}/metrics").text
     assert 'pdroute_params_reloads_total{outcome="failure",trigger="startup"} 1.0' in metrics
+
+
+@pytest.mark.parametrize(
+    ("make", "needle"),
+    [
+        (lambda p: p.mkdir(), "is a directory"),
+        (lambda p: os.mkfifo(p), "not a regular file"),  # must not wait for a writer
+        (lambda p: p.write_text(json.dumps({**TEST_PARAMS, "alpha": 10**400})), "alpha|int too large"),
+        (
+            lambda p: p.write_text('{"metadata": ' + "[" * 100_000 + "]" * 100_000 + "}"),
+            "deep|not valid JSON",
+        ),
+    ],
+    ids=["directory", "fifo", "huge-integer", "deep-nesting"],
+)
+@pytest.mark.parametrize("command", ["serve", "route"])
+def test_unusual_params_files_are_one_line_errors(
+    tmp_path: Path, make: Callable[[Path], Any], needle: str, command: str
+) -> None:
+    path = tmp_path / "params.json"
+    make(path)
+    args = (
+        ["--port", "1"]
+        if command == "serve"
+        else ["--prompt-len", "5", "--output-len", "1", "--system-load", "0"]
+    )
+    r = subprocess.run(
+        [sys.executable, "-m", "app", command, "--params", str(path), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 2, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr
+    assert str(path) in lines[0] and re.search(needle, lines[0]), lines[0]

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import re
 import signal
 import threading
 import time
@@ -12,9 +14,15 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
+from prometheus_client import CollectorRegistry
 
+from app.metrics import Metrics
+from app.params_store import MAX_PARAMS_FILE_BYTES, LoadedParams, ParamsStore, read_params_file
+from app.reload import install_sighup, remove_sighup, watch_params_file
+from solver.errors import InvalidParams
 from tests.app.conftest import LiveServer, ServeProcess
-from tests.conftest import write_params
+from tests.conftest import TEST_PARAMS, write_params
 
 TOKEN = "s3cret-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -191,3 +199,189 @@ def test_sighup_reloads_in_a_real_process(serve_process: Callable[..., ServeProc
     assert 'pdroute_params_reloads_total{outcome="success",trigger="sighup"} 1.0' in metrics
     log = proc.stop()
     assert "params reload (sighup) refused" in log and "not valid JSON" in log
+
+
+def _replace(path: Path, make: Callable[[Path], object]) -> None:
+    """Put what ``make`` creates in place of ``path`` (a file, a link, a FIFO or a directory)."""
+    incoming = path.with_name(".incoming")
+    make(incoming)
+    if path.is_dir() and not path.is_symlink():
+        path.rmdir()  # rename() cannot replace a directory with a file
+    elif incoming.is_dir() and (path.exists() or path.is_symlink()):
+        path.unlink()
+    os.replace(incoming, path)
+
+
+def _deep_json(p: Path) -> None:
+    text = json.dumps(TEST_PARAMS)
+    p.write_text(text[:-1] + ', "nested": ' + "[" * 100_000 + "]" * 100_000 + "}")
+
+
+BAD_VERSIONS: list[tuple[str, Callable[[Path], object], str]] = [
+    ("directory", lambda p: p.mkdir(), "is a directory"),
+    ("dangling symlink", lambda p: p.symlink_to(p.parent / "gone.json"), "file not found"),
+    ("fifo", os.mkfifo, "not a regular file"),
+    ("device", lambda p: p.symlink_to("/dev/zero"), "not a regular file"),
+    ("too large", lambda p: p.write_bytes(b" " * (MAX_PARAMS_FILE_BYTES + 1)), "larger than"),
+    ("nested too deep", _deep_json, "deep|not valid JSON"),
+    ("integer too large", lambda p: write_params(p, alpha=10**400), "alpha|int too large"),
+]
+
+
+def test_file_watch_survives_every_kind_of_bad_file(
+    make_server: Callable[..., LiveServer], tmp_path: Path
+) -> None:
+    """Each bad version is refused with a clear reason while the old params keep serving, and
+    the watch goes on: the good version after it is loaded."""
+    path = write_params(tmp_path / "params.json")
+    server = make_server(params_path=path, watch_params=True, watch_interval_s=0.05)
+
+    def wait_for(predicate: Callable[[], bool]) -> bool:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if predicate():
+                return True
+            time.sleep(0.02)
+        return False
+
+    with server.client() as c:
+
+        def error() -> str:
+            text: str | None = c.get("/params").json()["last_reload_error"]
+            return text or ""
+
+        serving = _params_id(c)
+        for n, (name, make, reason) in enumerate(BAD_VERSIONS):
+            _replace(path, make)
+            assert wait_for(lambda: re.search(reason, error()) is not None), f"{name}: {error()!r}"  # noqa: B023
+            assert str(path) in error()
+            r = c.post("/route", json={"prompt_len": 1000, "system_load": 4})
+            assert r.status_code == 200 and r.json()["params_id"] == serving, name
+            _replace(path, lambda p: write_params(p, beta=20.0 + n + 1))  # noqa: B023
+            assert wait_for(lambda: _params_id(c) != serving), f"the watch stopped after the {name}"  # noqa: B023
+            serving = _params_id(c)
+            assert c.get("/params").json()["last_reload_error"] is None
+        metrics = c.get("/metrics").text
+    n = len(BAD_VERSIONS)
+    assert f'pdroute_params_reloads_total{{outcome="failure",trigger="watch"}} {n}.0' in metrics
+    assert f'pdroute_params_reloads_total{{outcome="success",trigger="watch"}} {n}.0' in metrics
+
+
+def test_watch_reloads_a_version_once_it_has_settled(params_file: Path, monkeypatch: Any) -> None:
+    """A file caught while it is being written is not refused: only a version seen by two polls
+    in a row is loaded (here versions are stand-ins, the polls are scripted)."""
+    store = ParamsStore(params_file, time.time)
+    script = iter(["v1", "v2", "v2", "v2", None, None, "v3", "v3", "v3"])
+    now: list[Any] = [store.signature]
+    loaded: list[Any] = []
+
+    def file_signature() -> Any:
+        now[0] = next(script, now[0])
+        return now[0]
+
+    def reload() -> LoadedParams:
+        store.signature = now[0]
+        loaded.append(now[0])
+        return store.current
+
+    monkeypatch.setattr(store, "file_signature", file_signature)
+    monkeypatch.setattr(store, "reload", reload)
+
+    async def run() -> None:
+        task = asyncio.create_task(watch_params_file(store, Metrics(CollectorRegistry()), time.time, 0.0))
+        for _ in range(50):
+            await asyncio.sleep(0)
+        task.cancel()
+
+    asyncio.run(run())
+    # v1 changed before a second look; None (the file gone) is a version too, refused by reload.
+    assert loaded == ["v2", None, "v3"]
+
+
+def test_a_permission_change_is_a_new_version(params_file: Path) -> None:
+    # Fixing an unreadable file (chmod) changes neither its content nor its mtime: the watch
+    # must still look at it again.
+    store = ParamsStore(params_file, time.time)
+    assert store.file_signature() == store.signature
+    before = os.stat(params_file)
+    mode = 0o600
+    deadline = time.monotonic() + 5
+    while os.stat(params_file).st_ctime_ns == before.st_ctime_ns:  # timestamp granularity
+        assert time.monotonic() < deadline, "the file system never changed the ctime"
+        time.sleep(0.01)
+        mode ^= 0o040
+        params_file.chmod(mode)
+    after = os.stat(params_file)
+    assert (after.st_ino, after.st_mtime_ns, after.st_size) == (
+        before.st_ino,
+        before.st_mtime_ns,
+        before.st_size,
+    )
+    assert store.file_signature() != store.signature
+
+
+def test_an_unreadable_file_is_refused_with_the_reason(params_file: Path, monkeypatch: Any) -> None:
+    # Simulated: as root, permissions do not stop a read.
+    def denied(*args: Any, **kwargs: Any) -> int:
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(os, "open", denied)  # the one os.open of read_params_file
+    with pytest.raises(InvalidParams, match=r"params\.json: cannot read \(Permission denied\)"):
+        read_params_file(params_file)
+
+
+def test_a_burst_of_sighups_is_one_reload(params_file: Path) -> None:
+    store = ParamsStore(params_file, time.time)
+    metrics = Metrics(CollectorRegistry())
+
+    async def run() -> None:
+        assert install_sighup(store, metrics, time.time)  # the main thread: real signals
+        try:
+            for _ in range(100):
+                os.kill(os.getpid(), signal.SIGHUP)
+            for _ in range(10):
+                await asyncio.sleep(0)
+            os.kill(os.getpid(), signal.SIGHUP)  # a later signal reloads again
+            for _ in range(10):
+                await asyncio.sleep(0)
+        finally:
+            remove_sighup()
+
+    previous = signal.getsignal(signal.SIGHUP)
+    asyncio.run(run())
+    assert signal.getsignal(signal.SIGHUP) == previous  # restored
+    assert metrics.reloads.labels(trigger="sighup", outcome="success")._value.get() == 2
+
+
+def test_sighup_storm_from_startup_on_never_kills_the_service(
+    serve_process: Callable[..., ServeProcess], tmp_path: Path
+) -> None:
+    path = write_params(tmp_path / "params.json")
+    proc = serve_process("--params", str(path), env={"PDROUTE_WATCH_PARAMS": "false"})
+    assert proc.proc.stdout is not None
+    # Once this line is out the params are valid and uvicorn is starting: storm from there on.
+    for line in proc.proc.stdout:
+        if line.startswith("pdroute: serving"):
+            break
+    else:
+        pytest.fail(f"pdroute serve exited before serving: {proc.output()}")
+    deadline = time.monotonic() + 20
+    ready = False
+    while not ready and time.monotonic() < deadline and proc.proc.poll() is None:
+        proc.signal(signal.SIGHUP)  # before, while and after the reload handler is installed
+        try:
+            ready = httpx.get(f"{proc.url}/readyz", timeout=1.0).status_code == 200
+        except httpx.TransportError:
+            time.sleep(0.01)
+    assert proc.proc.poll() is None, f"killed by SIGHUP during startup: {proc.output()}"
+    assert ready
+    write_params(path, alpha=0.07)
+    with httpx.Client(base_url=proc.url, timeout=10) as c:
+        for _ in range(200):
+            proc.signal(signal.SIGHUP)
+            assert c.post("/route", json={"prompt_len": 1000, "system_load": 4}).status_code == 200
+        assert proc.proc.poll() is None
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and c.get("/params").json()["params"]["alpha"] != 0.07:
+            time.sleep(0.05)
+        assert c.get("/params").json()["params"]["alpha"] == 0.07

@@ -21,17 +21,22 @@ class PrometheusServer:
 
     def __init__(self, binary: str, config: str, workdir: Path) -> None:
         workdir.mkdir(parents=True, exist_ok=True)
+        self.binary = binary
+        self.workdir = workdir
         self.config_path = workdir / "prometheus.yml"
         self.config_path.write_text(config)
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = workdir / "prometheus.log"
         self._log = self.log_path.open("w")
+        self._start()
+
+    def _start(self) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
         self.proc = subprocess.Popen(
             [
-                binary,
+                self.binary,
                 f"--config.file={self.config_path}",
-                f"--storage.tsdb.path={workdir / 'data'}",
+                f"--storage.tsdb.path={self.workdir / 'data'}",
                 f"--web.listen-address=127.0.0.1:{self.port}",
                 "--storage.tsdb.retention.time=1h",
                 "--log.level=warn",
@@ -45,7 +50,9 @@ class PrometheusServer:
         self._log.flush()
         return self.log_path.read_text()
 
-    def wait_ready(self, timeout_s: float = 20.0) -> None:
+    def wait_ready(self, timeout_s: float = 20.0, attempts: int = 3) -> None:
+        """Wait for ``/-/ready``; restart on another port if the free one was taken meanwhile."""
+
         def ready() -> bool | None:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"prometheus exited {self.proc.returncode}: {self.log()}")
@@ -54,7 +61,17 @@ class PrometheusServer:
             except httpx.TransportError:
                 return None
 
-        self.wait_for(ready, timeout_s, "prometheus to become ready")
+        for attempt in range(attempts):
+            try:
+                self.wait_for(ready, timeout_s, "prometheus to become ready")
+                return
+            except RuntimeError as exc:
+                # free_port() releases the port before prometheus binds it: rarely, another
+                # process takes it in between. Anything else is a real failure.
+                if "address already in use" not in str(exc) or attempt == attempts - 1:
+                    raise
+                self.http.close()
+                self._start()
 
     def api(self, path: str, **params: str) -> Any:
         r = self.http.get(f"/api/v1/{path}", params=params)

@@ -82,7 +82,9 @@ def dashboard_expressions(path: Path) -> dict[str, str]:
     """``{where: query}`` for every panel target and query variable of a Grafana dashboard."""
     dash: dict[str, Any] = json.loads(path.read_text())
     out = {}
-    for panel in dash["panels"]:
+    panels = list(dash["panels"])
+    for panel in panels:
+        panels.extend(panel.get("panels", []))  # the panels of a collapsed row
         for target in panel.get("targets", []):
             out[f"panel {panel['id']} ({panel['title']}) {target['refId']}"] = target["expr"]
     for var in dash["templating"]["list"]:

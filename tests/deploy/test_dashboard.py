@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -85,3 +86,14 @@ def test_grafana_configmap_carries_the_dashboard() -> None:
     cm = find(render("grafana"), "ConfigMap", "pdroute-dashboard")
     assert cm["metadata"]["labels"]["grafana_dashboard"] == "1"
     assert json.loads(cm["data"]["pdroute-dashboard.json"]) == json.loads(DASHBOARD.read_text())
+
+
+def test_queries_inside_collapsed_rows_are_read(dashboard: dict[str, Any], tmp_path: Path) -> None:
+    # A collapsed row holds its panels inside it: the metric checks must still see them.
+    collapsed = {
+        **dashboard,
+        "panels": [{"id": 999, "type": "row", "title": "all", "panels": dashboard["panels"]}],
+    }
+    path = tmp_path / "dashboard.json"
+    path.write_text(json.dumps(collapsed))
+    assert set(dashboard_expressions(path).values()) == set(dashboard_expressions(DASHBOARD).values())

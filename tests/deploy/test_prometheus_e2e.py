@@ -8,8 +8,10 @@ must evaluate cleanly, and a refused params reload must fire its alert.
 
 from __future__ import annotations
 
+import os
 import random
 import re
+import socket
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -17,8 +19,9 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.app.conftest import ServeProcess
+from tests.app.conftest import ServeProcess, free_port
 from tests.conftest import write_params
+from tests.deploy import prometheus_server
 from tests.deploy.conftest import DASHBOARD, RULES_FILE, require_tool
 from tests.deploy.prometheus_server import PrometheusServer
 from tests.deploy.promql import dashboard_expressions, rule_expressions
@@ -171,7 +174,10 @@ def run_checks(prom: PrometheusServer, pdroute: ServeProcess, params_path: Path)
     assert not firing & {"PdrouteRouteErrors", "PdrouteAbsent", "PdrouteParamsReloadFailed"}
 
     # A bad params file: the reload is refused (counted), the old params keep serving, the alert fires.
-    params_path.write_text('{"schema_version": 1, "alpha": -1}')
+    # Replaced atomically, as a ConfigMap update is: the count below must see one refused version.
+    bad = params_path.with_name("bad-params.json")
+    bad.write_text('{"schema_version": 1, "alpha": -1}')
+    os.replace(bad, params_path)
 
     def reload_alert() -> dict[str, Any] | None:
         alerts = prom.api("alerts")["alerts"]
@@ -207,3 +213,24 @@ def run_checks(prom: PrometheusServer, pdroute: ServeProcess, params_path: Path)
 )
 def test_grafana_queries_become_promql(query: str, promql: str) -> None:
     assert grafana_to_promql(query) == promql
+
+
+def test_prometheus_moves_to_another_port_when_its_port_was_taken(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The port free_port() found can be taken before prometheus binds it; the helper retries.
+    binary = require_tool("prometheus")
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    ports = iter([taken.getsockname()[1], free_port()])
+    monkeypatch.setattr(prometheus_server, "free_port", lambda: next(ports))
+    prom = PrometheusServer(binary, "global: {scrape_interval: 1s}\n", tmp_path / "prometheus")
+    try:
+        prom.wait_ready()
+        assert prom.port != taken.getsockname()[1]
+        assert prom.http.get("/-/ready").status_code == 200
+        assert "address already in use" in prom.log()
+    finally:
+        prom.stop()
+        taken.close()

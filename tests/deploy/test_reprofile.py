@@ -7,7 +7,10 @@ the latter talking to the stand-in API server of fake_kube_api.
 
 from __future__ import annotations
 
+import argparse
 import json
+import re
+import shlex
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -15,8 +18,10 @@ from pathlib import Path
 
 import pytest
 
+from app.cli import build_parser
+from profiling.models import PRESETS
 from solver.params import load_params
-from tests.deploy.conftest import DEPLOY, ROOT
+from tests.deploy.conftest import DEPLOY, KUBERNETES, ROOT, load_yaml
 from tests.deploy.fake_kube_api import CONFIGMAP, NAMESPACE, TOKEN, FakeApi
 
 SCRIPT = DEPLOY / "profiler" / "reprofile.sh"
@@ -115,3 +120,51 @@ def test_a_failed_profile_stops_before_fit_and_publish(tmp_path: Path, api: Fake
     assert [c.split()[0] for c in calls] == ["profile"]
     assert not (tmp_path / "out" / "params.json").exists()
     assert api.requests == []
+
+
+def _profile_args_in_use() -> dict[str, str]:
+    """Every ``pdroute profile`` argument list the image, the Job and the docs tell operators to use."""
+    (container,) = load_yaml(KUBERNETES / "reprofile" / "job.yaml")["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    script_default = re.search(r"\$\{PDROUTE_PROFILE_ARGS:-(.*?)\}", SCRIPT.read_text())
+    docs = (ROOT / "docs" / "deploy.md").read_text()
+    one_gpu = re.findall(r'PDROUTE_PROFILE_ARGS="(.*?)"', docs)
+    assert script_default and one_gpu
+    return {
+        "job.yaml": env["PDROUTE_PROFILE_ARGS"],
+        "reprofile.sh": script_default.group(1),
+        "docs": one_gpu[0],
+    }
+
+
+def _parse(argv: list[str]) -> argparse.Namespace:
+    try:
+        return build_parser().parse_args(argv)
+    except SystemExit:
+        pytest.fail(f"pdroute {shlex.join(argv)}: not accepted by the command line")
+
+
+@pytest.mark.parametrize("where", ["job.yaml", "reprofile.sh", "docs"])
+def test_profile_arguments_are_real_cli_arguments(where: str) -> None:
+    # The tests above replace `pdroute profile` with a stand-in; check its arguments here
+    # against the real parser, as reprofile.sh calls it.
+    args = _parse(["profile", *shlex.split(_profile_args_in_use()[where]), "-o", "/work/profile_data.pt"])
+    assert args.source == "torch" and args.model in PRESETS
+    two_gpus = args.src_gpu != args.dst_gpu
+    # The Job claims two GPUs so that the P2P path is measured; the docs' variant is the one-GPU relay.
+    assert two_gpus == (where != "docs")
+
+
+def test_documented_commands_are_real_cli_arguments() -> None:
+    blocks = re.findall(r"^```bash\n(.*?)^```", (ROOT / "docs" / "deploy.md").read_text(), re.M | re.S)
+    lines = [line for block in blocks for line in block.splitlines() if line.startswith("pdroute ")]
+    commands = [shlex.split(line)[1:] for line in lines]
+    assert {c[0] for c in commands} >= {"profile", "fit"}
+    for argv in commands:
+        _parse(argv)
+    _parse(["fit", "/work/profile_data.pt", "-o", "/work/params.json", "--hardware", "h100"])
+
+
+def test_a_wrong_argument_is_caught() -> None:
+    with pytest.raises(pytest.fail.Exception):
+        _parse(["profile", "--src-gpus", "0", "-o", "x.pt"])
