@@ -33,6 +33,11 @@ from solver.errors import InvalidParams
 from solver.jsonfile import write_json_atomic
 
 SCHEMA_VERSION = 1
+# Every parameter must lie in [PARAM_MIN, PARAM_MAX]: wide enough for any real GPU and model,
+# narrow enough that no predicted latency overflows a double for any request the API accepts
+# (prompts and outputs up to 2^24 tokens, loads up to 10^6), so answers are always finite JSON.
+PARAM_MIN = 1e-9
+PARAM_MAX = 1e9
 PARAM_NAMES = ("alpha", "beta", "batch_thresh", "gamma", "bandwidth_GBps", "bytes_per_token")
 
 
@@ -67,10 +72,16 @@ class CostModelParams:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float):
                 raise InvalidParams(f"{name}: expected a number, got {type(value).__name__}")
+            if isinstance(value, int) and abs(value) > 2**63:
+                raise InvalidParams(f"{name}: {str(value)[:20]}... is out of range")
             if not math.isfinite(value):
                 raise InvalidParams(f"{name}: must be finite, got {value!r}")
             if value <= 0:
                 raise InvalidParams(f"{name}: must be > 0, got {value!r}")
+            if not PARAM_MIN <= value <= PARAM_MAX:
+                raise InvalidParams(
+                    f"{name}: {value!r} is outside the plausible range [{PARAM_MIN:g}, {PARAM_MAX:g}]"
+                )
         if self.bytes_per_token != int(self.bytes_per_token):
             raise InvalidParams(f"bytes_per_token: must be an integer, got {self.bytes_per_token!r}")
         if self.schema_version != SCHEMA_VERSION:
@@ -145,7 +156,9 @@ def params_from_dict(data: Any) -> CostModelParams:
             raise InvalidParams(f"{name}: missing")
         value = data[name]
         if isinstance(value, bool) or not isinstance(value, int | float):
-            raise InvalidParams(f"{name}: expected a number, got {json.dumps(value)}")
+            raise InvalidParams(f"{name}: expected a number, got {json.dumps(value)[:40]}")
+        if isinstance(value, int) and abs(value) > 2**63:
+            raise InvalidParams(f"{name}: {str(value)[:20]}... is out of range")
         values[name] = value
     bpt = values["bytes_per_token"]
     if isinstance(bpt, float):
@@ -158,6 +171,7 @@ def params_from_dict(data: Any) -> CostModelParams:
     for key in _FIXED_META:
         if key in raw_meta and not isinstance(raw_meta[key], str):
             raise InvalidParams(f"metadata.{key}: expected a string")
+    _check_finite(raw_meta, "metadata")
     fit_quality = raw_meta.get("fit_quality", {})
     if not isinstance(fit_quality, dict):
         raise InvalidParams("metadata.fit_quality: expected an object")
@@ -178,6 +192,18 @@ def params_from_dict(data: Any) -> CostModelParams:
     )
 
 
+def _check_finite(node: Any, where: str) -> None:
+    """Refuse inf/NaN anywhere (``1e999`` parses as inf): they would make ``/params`` invalid JSON."""
+    if isinstance(node, float) and not math.isfinite(node):
+        raise InvalidParams(f"{where}: non-finite number {node!r} is not allowed")
+    if isinstance(node, dict):
+        for key, value in node.items():
+            _check_finite(value, f"{where}.{key}")
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            _check_finite(value, f"{where}[{i}]")
+
+
 def _reject_constant(token: str) -> float:
     raise InvalidParams(f"non-finite number {token} is not allowed")
 
@@ -190,7 +216,12 @@ def parse_params(text: str | bytes) -> CostModelParams:
         raise
     except (ValueError, UnicodeDecodeError) as exc:
         raise InvalidParams(f"not valid JSON: {exc}") from exc
-    return params_from_dict(data)
+    except RecursionError:
+        raise InvalidParams("not valid params JSON: nested too deeply") from None
+    try:
+        return params_from_dict(data)
+    except RecursionError:
+        raise InvalidParams("metadata: nested too deeply") from None
 
 
 def load_params(path: str | os.PathLike[str]) -> CostModelParams:

@@ -182,6 +182,18 @@ _DELETE = object()
         (_text(metadata=[]), "metadata: expected an object"),
         (_text(metadata={"model": 8}), "metadata.model: expected a string"),
         (_text(metadata={"fit_quality": "good"}), "metadata.fit_quality: expected an object"),
+        (_text(alpha=10**400), "alpha: 1000.* is out of range"),
+        (_text(bandwidth_GBps=1e-320), "bandwidth_GBps: 1e-320 is outside the plausible range"),
+        (_text(alpha=1e308), "alpha: 1e\\+308 is outside the plausible range"),
+        (_text(bytes_per_token=10**12), "bytes_per_token: 1000000000000 is outside the plausible range"),
+        (
+            _text(metadata={"extra": [1]}).replace("[1]", "[1e999]"),
+            "metadata.extra.0.: non-finite number inf",
+        ),
+        (
+            _text(metadata={"extra": 1}).replace('"extra": 1', '"extra": ' + "[" * 100_000 + "]" * 100_000),
+            "nested too deeply",
+        ),
         ("{not json", "not valid JSON"),
         ("", "not valid JSON"),
         ("[1, 2]", "expected a JSON object"),
