@@ -2,7 +2,8 @@
 
     .venv/bin/python -m bench.bench_route [--seconds 5] [--connections 64] [--rounds 2]
 
-Both servers run under the same uvicorn settings (one worker, loopback), one after the other,
+Both servers run under the same uvicorn settings as ``pdroute serve`` (one worker, loopback,
+its HTTP protocol with bounded request heads), one after the other,
 alternating rounds, loaded by the same generator. Prints absolute figures and the ratio
 pdroute/bare (target >= 0.5). Then times the cost model in-process: scalar ``route`` and
 vectorised ``route_many`` (target >= 1,000,000 decisions/s vectorised).
@@ -21,6 +22,7 @@ import time
 import httpx
 import numpy as np
 
+from app.http_protocol import HTTP_PROTOCOL, MAX_HEAD_BYTES
 from app.settings import embedded_params_path
 from bench.loadgen import LoadResult, run_load
 from solver.costmodel import AnalyticalCostModel
@@ -38,6 +40,8 @@ def _free_port() -> int:
 def _start(target: list[str], port: int, env: dict[str, str]) -> subprocess.Popen[bytes]:
     cmd = [sys.executable, "-m", "uvicorn", *target, "--host", "127.0.0.1", "--port", str(port)]
     cmd += ["--workers", "1", "--log-level", "warning", "--no-access-log"]
+    # The HTTP protocol `pdroute serve` uses (bounded heads, request timeout), for both servers.
+    cmd += ["--http", HTTP_PROTOCOL, "--h11-max-incomplete-event-size", str(MAX_HEAD_BYTES)]
     proc = subprocess.Popen(cmd, env={**os.environ, **env})
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
