@@ -8,7 +8,10 @@ what="${1:-service}"
 PY="${PYTHON:-python3}"
 if [ ! -x .venv/bin/python ]; then
   "$PY" -c 'import sys; assert sys.version_info >= (3, 11), "pdroute needs Python >= 3.11"'
-  "$PY" -m venv .venv
+  if ! "$PY" -m venv .venv; then
+    echo "setup.sh: '$PY -m venv' failed; on Debian or Ubuntu install python3-venv (apt-get install python3-venv)" >&2
+    exit 1
+  fi
 fi
 .venv/bin/python -m pip install --quiet --upgrade pip
 case "$what" in
