@@ -17,7 +17,7 @@ from solver.errors import PdrouteError
 
 # Subcommand modules, in help order. Each is imported only to register its parser; heavy
 # dependencies (torch, aiconfigurator, matplotlib) are imported inside the command functions.
-COMMAND_MODULES = (
+COMMAND_MODULES: tuple[str, ...] = (
     "app.commands.serve",
     "app.commands.route",
     "app.commands.profile",
