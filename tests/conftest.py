@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +28,17 @@ TEST_PARAMS: dict[str, Any] = {
         "created_at": "2026-01-01T00:00:00+00:00",
     },
 }
+
+
+def stop_process(proc: subprocess.Popen[Any]) -> None:
+    """SIGTERM a child process, then SIGKILL it if it has not exited within 10 s."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def write_params(path: Path, **overrides: Any) -> Path:

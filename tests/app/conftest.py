@@ -27,6 +27,7 @@ from prometheus_client import CollectorRegistry
 
 from app.main import create_app
 from app.settings import Settings
+from tests.conftest import stop_process
 
 
 def free_port() -> int:
@@ -115,13 +116,7 @@ class ServeProcess:
         self.proc.send_signal(sig)
 
     def stop(self) -> str:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc)
         return self.output()
 
     def output(self) -> str:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import signal
 import subprocess
 import time
 from collections.abc import Callable
@@ -12,6 +11,7 @@ from typing import Any, TypeVar
 import httpx
 
 from tests.app.conftest import free_port
+from tests.conftest import stop_process
 
 T = TypeVar("T")
 
@@ -105,11 +105,5 @@ class PrometheusServer:
 
     def stop(self) -> None:
         self.http.close()
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc)
         self._log.close()

@@ -22,17 +22,12 @@ from solver.params import (
     parse_params,
     save_params,
 )
+from tests.conftest import TEST_PARAMS
 
 # The design's RTX 4090 figures (gamma, pinned-relay bandwidth, Qwen3-8B KV bytes, batch_thresh)
 # with round alpha and beta.
 RTX4090: dict[str, Any] = {
-    "schema_version": 1,
-    "alpha": 0.05,
-    "beta": 20.0,
-    "batch_thresh": 16,
-    "gamma": 0.0869,
-    "bandwidth_GBps": 12.9,
-    "bytes_per_token": 147456,
+    **TEST_PARAMS,
     "metadata": {"model": "Qwen/Qwen3-8B", "hardware": "RTX 4090", "transfer_path": "pinned-relay"},
 }
 # Hand-computed: 147456 B / (12.9 GB/s * 1e6) in ms per token.
