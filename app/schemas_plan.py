@@ -6,7 +6,7 @@ answered 422 naming the field. The limits:
 * ``machines`` 1..1000 (a split needs >= 2; 1 is answered 422 "no feasible x");
 * ``prompt_len``/``output_len`` 1..1,048,576 tokens; grids up to 32 prompt x 32 output lengths;
 * inline curve sets: 2..256 points per series, 64 assumptions, names up to 128 characters;
-  point coordinates up to 1e12 (checked with the set, ``solver.curveset.MAX_COORDINATE``);
+  point coordinates up to 1e12 (checked with the set, ``solver.plan.curvesets.MAX_COORDINATE``);
 * ``memory_gb``/``weights_gb`` in (0, 1,000,000].
 """
 

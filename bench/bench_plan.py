@@ -20,12 +20,19 @@ from collections.abc import Callable
 
 import numpy as np
 
-from solver.baseline import phase_limits, solve_baseline
-from solver.curves import PlanModel, Throughput, build_model, throughput_at
-from solver.curveset import resolve_curve_set
 from solver.errors import InfeasiblePlan
-from solver.plan import solve_grid, solve_plan
-from solver.reference import search_grid
+from solver.plan import (
+    PlanModel,
+    Throughput,
+    build_model,
+    phase_limits,
+    resolve_curve_set,
+    solve_baseline,
+    solve_grid,
+    solve_plan,
+    throughput_at,
+)
+from solver.plan.reference import search_grid
 
 GRID_LENS = [round(128 * 2 ** (9 * k / 31)) for k in range(32)]  # 128 .. 65536, geometric
 

@@ -153,7 +153,7 @@ class AnalyticalCostModel:
 
         matplotlib is imported only here (the ``plots`` extra); the service never needs it.
         """
-        from solver.plots import plot_all
+        from solver.plots.costmodel import plot_all
 
         paths = plot_all(self, output_dir, output_len=output_len, chunk_size=chunk_size, profile=profile)
         return [str(p) for p in paths]

@@ -20,11 +20,20 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from solver.curves import THROUGHPUT_FITS, PlanModel, build_model
-from solver.curveset import CurveSet, resolve_curve_set
 from solver.errors import PdrouteError
-from solver.plan import Plan, PlanGrid, solve_grid, solve_plan
-from solver.plan_report import model_parameters, plan_to_dict
+from solver.plan import (
+    THROUGHPUT_FITS,
+    CurveSet,
+    Plan,
+    PlanGrid,
+    PlanModel,
+    build_model,
+    model_parameters,
+    plan_to_dict,
+    resolve_curve_set,
+    solve_grid,
+    solve_plan,
+)
 
 # Candidates are vectorised over x: memory and time grow linearly in X (about 60 ms and 70 MB
 # per plan at this bound); far beyond it one plan exhausts memory instead of answering.
@@ -215,7 +224,7 @@ def run_grid(args: argparse.Namespace) -> int:
     _check_lengths("output-lens", args.output_lens)
     if args.out.exists() and not args.out.is_dir():
         raise BadPlanArgument(f"-o {args.out}: exists and is not a folder")
-    from solver.plan_plots import plot_curve_fits, write_grid_figures
+    from solver.plots.plan import plot_curve_fits, write_grid_figures
 
     curves, model = _model(args)
     started = time.perf_counter()

@@ -2,8 +2,9 @@
 
 The handlers are plain ``def``: FastAPI runs them in its threadpool, so a grid solve (up to a
 second or two) never blocks the event loop serving ``/route``. Built-in curve sets are chosen by
-name only; a file path is never read on a client's behalf. Domain errors (``InfeasiblePlan``,
-``InvalidCurves``) are answered 422 by ``app.errors``.
+name only (read and fitted once per process, ``solver.plan.builtin_model``); a file path is never
+read on a client's behalf. Domain errors (``InfeasiblePlan``, ``InvalidCurves``) are answered 422
+by ``app.errors``.
 """
 
 from __future__ import annotations
@@ -11,24 +12,34 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from app.schemas_plan import CurveSetSpec, PlanGridRequest, PlanGridResponse, PlanRequest, PlanResponse
-from solver.curves import build_model
-from solver.curveset import CurveSet, curve_set_from_mapping, load_builtin_curve_set
-from solver.plan import solve_grid, solve_plan
-from solver.plan_report import grid_to_dict, plan_to_dict
+from solver.plan import (
+    PlanModel,
+    ThroughputFitKind,
+    build_model,
+    builtin_model,
+    curve_set_from_mapping,
+    grid_to_dict,
+    plan_to_dict,
+    solve_grid,
+    solve_plan,
+    with_machine,
+)
 
 router = APIRouter(tags=["plan"])
 
 
-def _curves(spec: str | CurveSetSpec) -> CurveSet:
+def _model(
+    spec: str | CurveSetSpec, fit: ThroughputFitKind, memory_gb: float | None, weights_gb: float | None
+) -> PlanModel:
     if isinstance(spec, str):
-        return load_builtin_curve_set(spec)
-    return curve_set_from_mapping(spec.model_dump())
+        return with_machine(builtin_model(spec, fit), memory_gb, weights_gb)
+    return build_model(curve_set_from_mapping(spec.model_dump()), fit, memory_gb, weights_gb)
 
 
 @router.post("/plan", response_model=PlanResponse)
 def post_plan(body: PlanRequest) -> PlanResponse:
     """Baseline, CUF/TUF candidates, the pick, S_p/S_d and the reference optimum for one workload."""
-    model = build_model(_curves(body.curves), body.throughput_fit, body.memory_gb, body.weights_gb)
+    model = _model(body.curves, body.throughput_fit, body.memory_gb, body.weights_gb)
     plan = solve_plan(model, body.machines, body.prompt_len, body.output_len)
     return PlanResponse.model_validate(plan_to_dict(plan, all_candidates=body.all_candidates))
 
@@ -36,7 +47,7 @@ def post_plan(body: PlanRequest) -> PlanResponse:
 @router.post("/plan/grid", response_model=PlanGridResponse)
 def post_plan_grid(body: PlanGridRequest) -> PlanGridResponse:
     """S_p, S_d and the winning policy over prompt lengths (rows) x output lengths (columns)."""
-    model = build_model(_curves(body.curves), body.throughput_fit, body.memory_gb, body.weights_gb)
+    model = _model(body.curves, body.throughput_fit, body.memory_gb, body.weights_gb)
     grid = solve_grid(model, body.machines, body.prompt_lens, body.output_lens)
     return PlanGridResponse.model_validate(
         {"curves": model.name, "throughput_fit": model.throughput_fit, **grid_to_dict(grid)}

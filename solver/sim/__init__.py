@@ -3,7 +3,7 @@
 Step times come from a ``ProfileResult``'s measured tables (``latency``), requests from a trace
 or a generator (``workload``, ``trace``), decisions from small policy objects (``policies``),
 and the loop itself is in ``events``. ``sweep`` is the library entry point; ``report`` turns
-runs into metrics and tables; ``plots`` draws them (matplotlib, imported only there).
+runs into metrics and tables; ``solver.plots.sim`` draws them (matplotlib, imported only there).
 """
 
 from solver.sim.events import ClusterSimulation

@@ -10,8 +10,8 @@ import pytest
 from PIL import Image
 
 from app.cli import main
-from solver.curveset import curve_set_to_mapping
-from tests.solver.curve_factory import make_curve_set
+from solver.plan.curvesets import curve_set_to_mapping
+from tests.solver.plan.curve_factory import make_curve_set
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

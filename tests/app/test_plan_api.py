@@ -11,9 +11,9 @@ from typing import Any
 import httpx
 import pytest
 
-from solver.curveset import curve_set_to_mapping
+from solver.plan.curvesets import curve_set_to_mapping
 from tests.app.conftest import LiveServer
-from tests.solver.curve_factory import make_curve_set
+from tests.solver.plan.curve_factory import make_curve_set
 
 
 def _inline(**overrides: Any) -> dict[str, Any]:

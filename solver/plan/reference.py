@@ -19,8 +19,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from solver.baseline import Limits
-from solver.curves import PiecewiseLinear, Throughput, throughput_at
+from solver.plan.baseline import Limits
+from solver.plan.curves import PiecewiseLinear, Throughput, throughput_at
 
 FloatArray = npt.NDArray[np.float64]
 UNIFORM_POINTS = 129

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from solver.curveset import CurveSet, PhaseCurves, Series
+from solver.plan.curvesets import CurveSet, PhaseCurves, Series
 
 
 def series(label: str, points: Sequence[tuple[float, float]]) -> Series:

@@ -1,4 +1,4 @@
-"""CUF and TUF candidates (solver/split.py): closed-form instances, a per-x loop reference and
+"""CUF and TUF candidates (solver/plan/split.py): closed-form instances, a per-x loop reference and
 invariants over random curve sets.
 
 Closed-form instance A (tests/solver/curve_factory.py defaults): C = 100 GB, C_w = 20 GB,
@@ -18,11 +18,11 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 
-from solver.baseline import phase_limits
-from solver.curves import PlanModel, build_model, throughput_at
-from solver.split import CandidateTable, cuf_balanced_x, cuf_candidates, tuf_candidates
-from tests.solver.curve_factory import make_curve_set
-from tests.solver.plan_strategies import planner_cases
+from solver.plan.baseline import phase_limits
+from solver.plan.curves import PlanModel, build_model, throughput_at
+from solver.plan.split import CandidateTable, cuf_balanced_x, cuf_candidates, tuf_candidates
+from tests.solver.plan.curve_factory import make_curve_set
+from tests.solver.plan.plan_strategies import planner_cases
 
 X, LP, LD = 10, 100, 50
 

@@ -1,4 +1,4 @@
-"""Fits, clamped interpolation and capacity inverses (solver/curves.py)."""
+"""Fits, clamped interpolation and capacity inverses (solver/plan/curves.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from solver.curves import (
+from solver.errors import InfeasiblePlan, InvalidCurves
+from solver.plan.curves import (
     PiecewiseLinear,
     QuadraticFit,
     build_model,
@@ -20,8 +21,7 @@ from solver.curves import (
     piecewise_from,
     throughput_at,
 )
-from solver.errors import InfeasiblePlan, InvalidCurves
-from tests.solver.curve_factory import make_curve_set, series
+from tests.solver.plan.curve_factory import make_curve_set, series
 
 
 def test_quadratic_fit_recovers_exact_coefficients() -> None:

@@ -21,11 +21,18 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from solver.baseline import Baseline, Limits, phase_limits, solve_baseline
-from solver.curves import CapacityInverse, PlanModel, is_clamped
 from solver.errors import InfeasiblePlan
-from solver.reference import ReferenceOptimum, reference_optimum
-from solver.split import Candidate, CandidateTable, concat, cuf_balanced_x, cuf_candidates, tuf_candidates
+from solver.plan.baseline import Baseline, Limits, phase_limits, solve_baseline
+from solver.plan.curves import CapacityInverse, PlanModel, is_clamped
+from solver.plan.reference import ReferenceOptimum, reference_optimum
+from solver.plan.split import (
+    Candidate,
+    CandidateTable,
+    concat,
+    cuf_balanced_x,
+    cuf_candidates,
+    tuf_candidates,
+)
 
 FloatArray = npt.NDArray[np.float64]
 

@@ -1,4 +1,4 @@
-"""The curve-set dataclass and its JSON form (solver/curveset.py)."""
+"""The curve-set dataclass and its JSON form (solver/plan/curvesets.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from solver.curveset import (
+from solver.errors import InvalidCurves
+from solver.plan.curvesets import (
     DEFAULT_DOMAIN_FACTOR,
     builtin_curve_set_names,
     curve_set_from_mapping,
@@ -18,8 +19,7 @@ from solver.curveset import (
     load_curve_set,
     resolve_curve_set,
 )
-from solver.errors import InvalidCurves
-from tests.solver.curve_factory import make_curve_set
+from tests.solver.plan.curve_factory import make_curve_set
 
 
 def _mapping() -> dict[str, Any]:

@@ -14,6 +14,8 @@ From the design document:
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -21,8 +23,8 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from solver.curveset import CurveSet, PhaseCurves, Series
 from solver.errors import InfeasiblePlan, InvalidCurves
+from solver.plan.curvesets import CurveSet, PhaseCurves, Series, load_builtin_curve_set
 
 FloatArray = npt.NDArray[np.float64]
 ThroughputFitKind = Literal["piecewise", "quadratic"]
@@ -236,14 +238,45 @@ class PlanModel:
         }
 
 
-def _fit_phase(name: str, phase: PhaseCurves, kind: ThroughputFitKind, weights_shift_gb: float) -> PhaseModel:
+def _fit_phase(name: str, phase: PhaseCurves, kind: ThroughputFitKind) -> PhaseModel:
     throughput: Throughput = (
         piecewise_from(phase.throughput)
         if kind == "piecewise"
         else fit_quadratic(phase.throughput, f"{name}.throughput")
     )
-    capacity = fit_quadratic(phase.capacity, f"{name}.capacity").shifted(weights_shift_gb)
-    return PhaseModel(capacity, throughput, phase.domain_max())
+    return PhaseModel(fit_quadratic(phase.capacity, f"{name}.capacity"), throughput, phase.domain_max())
+
+
+def _check_machine(memory_gb: float, weights_gb: float) -> None:
+    for key, value in (("memory_gb", memory_gb), ("weights_gb", weights_gb)):
+        if not math.isfinite(value) or value <= 0:
+            raise InvalidCurves(f"{key}: must be a finite number > 0, got {value!r}")
+    if weights_gb >= memory_gb:
+        raise InfeasiblePlan(f"weights ({weights_gb:g} GB) are larger than machine memory ({memory_gb:g} GB)")
+
+
+def with_machine(
+    model: PlanModel, memory_gb: float | None = None, weights_gb: float | None = None
+) -> PlanModel:
+    """``model`` on a machine with ``memory_gb``/``weights_gb`` (None keeps the model's figure).
+
+    A weights change moves both capacity fits by (weights_gb - model.weights_gb): the curves'
+    points include the weights, and only that part changes. Nothing is refitted, so a cached
+    model (``builtin_model``) serves every override.
+    """
+    memory = model.memory_gb if memory_gb is None else memory_gb
+    weights = model.weights_gb if weights_gb is None else weights_gb
+    _check_machine(memory, weights)
+    if memory == model.memory_gb and weights == model.weights_gb:
+        return model
+    shift = weights - model.weights_gb
+    return dataclasses.replace(
+        model,
+        prefill=dataclasses.replace(model.prefill, capacity=model.prefill.capacity.shifted(shift)),
+        decode=dataclasses.replace(model.decode, capacity=model.decode.capacity.shifted(shift)),
+        memory_gb=memory,
+        weights_gb=weights,
+    )
 
 
 def build_model(
@@ -252,26 +285,31 @@ def build_model(
     memory_gb: float | None = None,
     weights_gb: float | None = None,
 ) -> PlanModel:
-    """Fit ``curves``; ``memory_gb``/``weights_gb`` override the set's figures.
-
-    A weights override moves both capacity fits by (weights_gb - curves.weights_gb): the curves'
-    points include the set's own weights, and only that part changes.
-    """
+    """Fit ``curves``; ``memory_gb``/``weights_gb`` override the set's figures (``with_machine``)."""
     if throughput_fit not in THROUGHPUT_FITS:
         raise InvalidCurves(f"throughput_fit: must be one of {THROUGHPUT_FITS}, got {throughput_fit!r}")
-    memory = curves.memory_gb if memory_gb is None else memory_gb
-    weights = curves.weights_gb if weights_gb is None else weights_gb
-    for key, value in (("memory_gb", memory), ("weights_gb", weights)):
-        if not math.isfinite(value) or value <= 0:
-            raise InvalidCurves(f"{key}: must be a finite number > 0, got {value!r}")
-    if weights >= memory:
-        raise InfeasiblePlan(f"weights ({weights:g} GB) are larger than machine memory ({memory:g} GB)")
-    shift = weights - curves.weights_gb
-    return PlanModel(
+    # the machine is checked before fitting, so a bad override is reported whatever the points
+    _check_machine(
+        curves.memory_gb if memory_gb is None else memory_gb,
+        curves.weights_gb if weights_gb is None else weights_gb,
+    )
+    fitted = PlanModel(
         name=curves.name,
-        prefill=_fit_phase("prefill", curves.prefill, throughput_fit, shift),
-        decode=_fit_phase("decode", curves.decode, throughput_fit, shift),
-        memory_gb=memory,
-        weights_gb=weights,
+        prefill=_fit_phase("prefill", curves.prefill, throughput_fit),
+        decode=_fit_phase("decode", curves.decode, throughput_fit),
+        memory_gb=curves.memory_gb,
+        weights_gb=curves.weights_gb,
         throughput_fit=throughput_fit,
     )
+    return with_machine(fitted, memory_gb, weights_gb)
+
+
+@functools.cache
+def builtin_model(name: str, throughput_fit: ThroughputFitKind = "piecewise") -> PlanModel:
+    """The fitted model of the built-in curve set ``name``, read and fitted once per process.
+
+    The cache holds only valid (name, fit kind) pairs, at most two per shipped set: an unknown
+    name or fit kind raises ``InvalidCurves`` and is not cached. The result is frozen, so sharing
+    it between requests and threads is safe.
+    """
+    return build_model(load_builtin_curve_set(name), throughput_fit)

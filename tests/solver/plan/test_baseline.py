@@ -1,4 +1,4 @@
-"""The co-located baseline and the per-machine limits (solver/baseline.py).
+"""The co-located baseline and the per-machine limits (solver/plan/baseline.py).
 
 Instance A (tests/solver/curve_factory.py defaults): C_p(n*L_p) + C_d(n) - C_w = C reads
 20 + 0.01*L_p*n + n = 100, so n = 80 / (1 + 0.01*L_p); with L_p = 100, L_d = 50: n = 40,
@@ -10,11 +10,11 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 
-from solver.baseline import phase_limits, solve_baseline
-from solver.curves import PlanModel, build_model, throughput_at
 from solver.errors import InfeasiblePlan
-from tests.solver.curve_factory import make_curve_set
-from tests.solver.plan_strategies import planner_cases
+from solver.plan.baseline import phase_limits, solve_baseline
+from solver.plan.curves import PlanModel, build_model, throughput_at
+from tests.solver.plan.curve_factory import make_curve_set
+from tests.solver.plan.plan_strategies import planner_cases
 
 
 def test_baseline_closed_form() -> None:

@@ -1,4 +1,4 @@
-"""The planner's answer (solver/plan.py): the pick, S_p/S_d, notes, invariants and the grid.
+"""The planner's answer (solver/plan/plan.py): the pick, S_p/S_d, notes, invariants and the grid.
 
 Instance A (see tests/solver/test_split.py): X = 10, L_p = 100, L_d = 50 picks CUF-P at x = 7
 with R_s = 150 req/s; the baseline gives R_u = 10*50*16/66, so S_p = S_d = 150*66/8000.
@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 
-from solver.curves import PlanModel, build_model
 from solver.errors import InfeasiblePlan
-from solver.plan import solve_grid, solve_plan
-from tests.solver.curve_factory import make_curve_set
-from tests.solver.plan_strategies import planner_cases
+from solver.plan.curves import PlanModel, build_model
+from solver.plan.plan import solve_grid, solve_plan
+from tests.solver.plan.curve_factory import make_curve_set
+from tests.solver.plan.plan_strategies import planner_cases
 
 
 def test_instance_a_closed_form() -> None:

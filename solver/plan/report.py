@@ -13,9 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from solver.curves import PlanModel
-from solver.curveset import CurveSet
-from solver.plan import Plan, PlanGrid
+from solver.plan.curves import PlanModel
+from solver.plan.curvesets import CurveSet
+from solver.plan.plan import Plan, PlanGrid
 
 
 def _clean(value: float) -> float | None:

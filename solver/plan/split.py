@@ -17,7 +17,7 @@ weights of one machine. Batches are continuous; machine counts are integers.
   residuals are recorded.
 
 Every candidate's batches lie within [one request, capacity limit], so the reference optimum
-(``solver.reference``), which searches x and both batches over the same ranges, bounds it above.
+(``solver.plan.reference``), which searches x and both batches over the same ranges, bounds it above.
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from solver.baseline import Limits
-from solver.curves import PlanModel, throughput_at
+from solver.plan.baseline import Limits
+from solver.plan.curves import PlanModel, throughput_at
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]

@@ -1,4 +1,4 @@
-"""The reference optimum (solver/reference.py) against a brute-force search over x and both
+"""The reference optimum (solver/plan/reference.py) against a brute-force search over x and both
 batches, and as an upper bound of every CUF/TUF candidate."""
 
 from __future__ import annotations
@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 
-from solver.baseline import phase_limits
-from solver.curves import PiecewiseLinear, PlanModel, QuadraticFit, build_model, throughput_at
-from solver.reference import reference_optimum, search_grid
-from solver.split import concat, cuf_candidates, tuf_candidates
-from tests.solver.curve_factory import make_curve_set
-from tests.solver.plan_strategies import planner_cases
+from solver.plan.baseline import phase_limits
+from solver.plan.curves import PiecewiseLinear, PlanModel, QuadraticFit, build_model, throughput_at
+from solver.plan.reference import reference_optimum, search_grid
+from solver.plan.split import concat, cuf_candidates, tuf_candidates
+from tests.solver.plan.curve_factory import make_curve_set
+from tests.solver.plan.plan_strategies import planner_cases
 
 
 def _brute_force(model: PlanModel, machines: int, prompt_len: int, output_len: int, points: int) -> float:
