@@ -110,9 +110,15 @@ class PiecewiseLinear:
     def observed_max(self) -> float:
         return self.batches[-1]
 
+    @functools.cached_property
+    def _points(self) -> tuple[FloatArray, FloatArray]:
+        # converted once: np.interp would otherwise convert both tuples on every call
+        return np.asarray(self.batches, dtype=np.float64), np.asarray(self.values, dtype=np.float64)
+
     def __call__(self, batch: npt.ArrayLike) -> FloatArray:
         # np.interp returns values[0] / values[-1] outside the range: exactly the endpoint clamp.
-        return np.interp(np.asarray(batch, dtype=np.float64), self.batches, self.values)
+        xp, fp = self._points
+        return np.interp(np.asarray(batch, dtype=np.float64), xp, fp)
 
     def to_dict(self) -> dict[str, Any]:
         return {

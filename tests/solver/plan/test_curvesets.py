@@ -117,3 +117,10 @@ def test_unreadable_files_are_invalid_curves(tmp_path: Path) -> None:
     wrong.write_text(json.dumps(_set(_mapping(), ("memory_gb",), _DELETE)))
     with pytest.raises(InvalidCurves, match=r"wrong.json: memory_gb: missing"):
         load_curve_set(wrong)
+
+
+def test_builtin_sets_are_read_once_per_process() -> None:
+    name = builtin_curve_set_names()[0]
+    first = load_builtin_curve_set(name)
+    assert load_builtin_curve_set(name) is first
+    assert builtin_curve_set_names() is builtin_curve_set_names()
