@@ -22,6 +22,7 @@ from prometheus_client import (
 
 from app.errors import install_error_handlers
 from app.fastpath import PdrouteApp, RouteEndpoint
+from app.grid_limit import GridLimit
 from app.metrics import Metrics
 from app.middleware import BodySizeLimitMiddleware, MetricsMiddleware
 from app.params_store import ParamsStore
@@ -100,6 +101,9 @@ def create_app(
     app.state.metrics = metrics
     app.state.clock = clock
     app.state.registry = registry
+    app.state.grid_limit = GridLimit(
+        settings.max_concurrent_grids, metrics.grids_rejected, metrics.grids_in_progress
+    )
     install_error_handlers(app)
     route_handler = route.RouteHandler(store, metrics, settings)
     app.include_router(route.build_router(route_handler))

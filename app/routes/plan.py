@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
+from app.deps import GridLimitDep
+from app.schemas import ErrorResponse
 from app.schemas_plan import CurveSetSpec, PlanGridRequest, PlanGridResponse, PlanRequest, PlanResponse
 from solver.plan import (
     PlanModel,
@@ -44,11 +46,21 @@ def post_plan(body: PlanRequest) -> PlanResponse:
     return PlanResponse.model_validate(plan_to_dict(plan, all_candidates=body.all_candidates))
 
 
-@router.post("/plan/grid", response_model=PlanGridResponse)
-def post_plan_grid(body: PlanGridRequest) -> PlanGridResponse:
-    """S_p, S_d and the winning policy over prompt lengths (rows) x output lengths (columns)."""
-    model = _model(body.curves, body.throughput_fit, body.memory_gb, body.weights_gb)
-    grid = solve_grid(model, body.machines, body.prompt_lens, body.output_lens)
+@router.post(
+    "/plan/grid",
+    response_model=PlanGridResponse,
+    responses={
+        429: {"model": ErrorResponse, "description": "PDROUTE_MAX_CONCURRENT_GRIDS grids in progress"}
+    },
+)
+def post_plan_grid(body: PlanGridRequest, grid_limit: GridLimitDep) -> PlanGridResponse:
+    """S_p, S_d and the winning policy over prompt lengths (rows) x output lengths (columns).
+
+    At most ``PDROUTE_MAX_CONCURRENT_GRIDS`` grids are computed at once; beyond that the answer
+    is 429 with ``Retry-After`` (``app.grid_limit``)."""
+    with grid_limit.slot():
+        model = _model(body.curves, body.throughput_fit, body.memory_gb, body.weights_gb)
+        grid = solve_grid(model, body.machines, body.prompt_lens, body.output_lens)
     return PlanGridResponse.model_validate(
         {"curves": model.name, "throughput_fit": model.throughput_fit, **grid_to_dict(grid)}
     )
