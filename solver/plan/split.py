@@ -34,6 +34,7 @@ from solver.plan.curves import PlanModel, throughput_at
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
 BISECTION_STEPS = 30  # brackets are at most one machine wide: about 1e-9 machines of precision
 
 
@@ -115,6 +116,7 @@ class _Rows(NamedTuple):
     b_p: FloatArray
     n_d: FloatArray
     tuf_labels: tuple[str | None, ...]
+    is_tuf: BoolArray  # the rows with a TUF label
     x_cont: FloatArray
 
 
@@ -124,7 +126,7 @@ def _table(model: PlanModel, limits: Limits, sizes: tuple[int, int, int], rows: 
     elementwise, so evaluating CUF and TUF rows together gives the same values as apart."""
     machines, prompt_len, output_len = sizes
     x, b_p, n_d = rows.x, rows.b_p, rows.n_d
-    is_tuf = np.array([label is not None for label in rows.tuf_labels], dtype=bool)
+    is_tuf = rows.is_tuf
     xf = x.astype(np.float64)
     t_p = throughput_at(model.prefill.throughput, b_p)
     t_d = throughput_at(model.decode.throughput, n_d)
@@ -167,7 +169,7 @@ def _cuf_rows(limits: Limits, machines: int) -> _Rows:
     x = np.arange(1, machines, dtype=np.int64)
     b_p = np.full(len(x), limits.prefill.batch)
     n_d = np.full(len(x), limits.decode.batch)
-    return _Rows(x, b_p, n_d, (None,) * len(x), np.full(len(x), np.nan))
+    return _Rows(x, b_p, n_d, (None,) * len(x), np.zeros(len(x), dtype=bool), np.full(len(x), np.nan))
 
 
 def cuf_candidates(
@@ -186,6 +188,8 @@ def _roots(residual: Callable[[FloatArray], FloatArray], lo: float, hi: float) -
     rs = residual(xs)
     exact = xs[rs == 0.0]
     brackets = np.nonzero(rs[:-1] * rs[1:] < 0.0)[0]
+    if len(brackets) == 0 and len(exact) == 0:  # the common case: no root on this range
+        return np.empty(0)
     left, right = xs[brackets], xs[brackets + 1]
     sign_left = np.sign(rs[brackets])
     for _ in range(BISECTION_STEPS if len(brackets) else 0):
@@ -225,9 +229,13 @@ def _tuf_rows(
     }
     found: list[tuple[str, float]] = []
     labels: list[str | None] = []
-    columns: list[tuple[IntArray, FloatArray, FloatArray, FloatArray]] = []
+    columns: list[tuple[IntArray, FloatArray, FloatArray, FloatArray]] = [
+        (np.empty(0, dtype=np.int64), np.empty(0), np.empty(0), np.empty(0))
+    ]
     for label, (lo, hi, residual) in ranges.items():
         roots = _roots(residual, max(lo, 1.0), min(hi, big_x - 1.0))
+        if len(roots) == 0:
+            continue
         found.extend((label, float(r)) for r in roots)
         near = np.concatenate((np.floor(roots), np.ceil(roots)))
         xs, first = np.unique(np.clip(near, 1, machines - 1).astype(np.int64), return_index=True)
@@ -240,7 +248,7 @@ def _tuf_rows(
         labels.extend([label] * len(xs))
         columns.append((xs, b_p, n_d, x_cont))
     xs, b_p, n_d, x_cont = (np.concatenate(parts) for parts in zip(*columns, strict=True))
-    return _Rows(xs, b_p, n_d, tuple(labels), x_cont), tuple(found)
+    return _Rows(xs, b_p, n_d, tuple(labels), np.ones(len(xs), dtype=bool), x_cont), tuple(found)
 
 
 def tuf_candidates(
@@ -263,6 +271,7 @@ def all_candidates(
         np.concatenate((cuf.b_p, tuf.b_p)),
         np.concatenate((cuf.n_d, tuf.n_d)),
         cuf.tuf_labels + tuf.tuf_labels,
+        np.concatenate((cuf.is_tuf, tuf.is_tuf)),
         np.concatenate((cuf.x_cont, tuf.x_cont)),
     )
     return _table(model, limits, (machines, prompt_len, output_len), rows), roots
