@@ -174,6 +174,20 @@ class TufRootOut(BaseModel):
     x_continuous: float
 
 
+class RecommendationOut(BaseModel):
+    action: Literal["co-located", "split"]
+    source: Literal["baseline", "pick", "reference"]
+    policy: str
+    decode_machines: int
+    prefill_machines: int
+    prefill_batch_tokens: float
+    decode_batch: float
+    rate_rps: float
+    speedup: float
+    pick_to_reference: float
+    reason: str
+
+
 class PlanResponse(BaseModel):
     curves: str
     machines: int
@@ -195,6 +209,7 @@ class PlanResponse(BaseModel):
     candidates: list[CandidateOut]
     fits: dict[str, Any]
     notes: list[str]
+    recommendation: RecommendationOut
 
 
 class PlanGridResponse(BaseModel):
@@ -209,3 +224,5 @@ class PlanGridResponse(BaseModel):
     reference_speedup: list[list[float | None]]
     policy: list[list[str | None]]
     infeasible: list[list[str | None]]
+    recommendation: list[list[str | None]]
+    recommended_speedup: list[list[float | None]]

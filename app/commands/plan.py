@@ -4,10 +4,10 @@
     pdroute plan-grid --curves bloom-176b-8xh100 --machines 64 \\
         --prompt-lens 128 256 512 1024 --output-lens 64 128 256 -o results/
 
-``plan`` prints the pick, the baseline and the reference optimum as a table (``--json`` for the
-full answer). ``plan-grid`` writes heatmap_s_p.png, heatmap_s_d.png, policy_map.png, grid.csv,
-model_parameters.json and curve_fits.png under the output folder. matplotlib is imported only by
-``plan-grid``.
+``plan`` prints the pick, the baseline and the reference optimum as a table, and the
+recommendation (``--json`` for the full answer). ``plan-grid`` writes heatmap_s_p.png,
+heatmap_s_d.png, policy_map.png, grid.csv, model_parameters.json and curve_fits.png under the
+output folder. matplotlib is imported only by ``plan-grid``.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from solver.plan import (
     build_model,
     model_parameters,
     plan_to_dict,
+    recommend,
     resolve_curve_set,
     solve_grid,
     solve_plan,
@@ -173,8 +174,24 @@ def format_plan(plan: Plan) -> str:
         f"reference optimum {r.rate_rps:.5g} req/s; gap {plan.reference_gap_rps:.5g} req/s "
         f"({100 * plan.reference_gap_rps / r.rate_rps:.2f}% of the reference)",
         *(f"note: {n}" for n in plan.notes),
+        "",
+        _recommendation_line(plan),
     ]
     return "\n".join([*header, _table(rows), *footer])
+
+
+def _recommendation_line(plan: Plan) -> str:
+    r = recommend(plan)
+    if r.action == "co-located":
+        what = f"stay co-located on all {plan.machines} machines (concurrency {r.decode_batch:.4g})"
+    else:
+        name = "the design's pick" if r.source == "pick" else "the reference optimum"
+        what = (
+            f"deploy {name}: {r.prefill_machines} prefill machines at B_p {r.prefill_batch_tokens:.6g} "
+            f"tokens, {r.decode_machines} decode machines at n_d {r.decode_batch:.4g}, "
+            f"{r.rate_rps:.5g} req/s ({r.speedup:.2f}x co-located)"
+        )
+    return f"recommendation: {what}; {r.reason}"
 
 
 def run_plan(args: argparse.Namespace) -> int:
@@ -198,21 +215,23 @@ def write_grid_csv(grid: PlanGrid, path: Path) -> Path:
             [
                 "prompt_len", "output_len", "policy", "decode_machines", "prefill_machines", "s_p", "s_d",
                 "speedup", "reference_speedup", "baseline_rps", "best_rps", "reference_rps", "infeasible",
+                "recommendation", "recommended_decode_machines", "recommended_speedup",
             ]
         )  # fmt: skip
         for i, prompt_len in enumerate(grid.prompt_lens):
             for j, output_len in enumerate(grid.output_lens):
                 plan = grid.plans[i][j]
                 if plan is None:
-                    w.writerow([prompt_len, output_len, *[""] * 10, grid.infeasible[i][j]])
+                    w.writerow([prompt_len, output_len, *[""] * 10, grid.infeasible[i][j], "", "", ""])
                     continue
-                best, base, ref = plan.best, plan.baseline, plan.reference
+                best, base, ref, rec = plan.best, plan.baseline, plan.reference, recommend(plan)
                 w.writerow(
                     [
                         prompt_len, output_len, best.policy, best.decode_machines, best.prefill_machines,
                         f"{plan.s_p:.6g}", f"{plan.s_d:.6g}", f"{plan.speedup:.6g}",
                         f"{ref.rate_rps / base.rate_rps:.6g}", f"{base.rate_rps:.6g}",
                         f"{best.rate_rps:.6g}", f"{ref.rate_rps:.6g}", "",
+                        rec.policy, rec.decode_machines, f"{rec.speedup:.6g}",
                     ]
                 )  # fmt: skip
     return path

@@ -3,7 +3,8 @@
 The flow, one way: a curve set (``curvesets``: built-in JSON or a user's file) is fitted
 (``curves``) into a ``PlanModel``; ``baseline`` gives the per-machine limits and the co-located
 policy, ``split`` the CUF and TUF candidates, ``reference`` the direct-search optimum; ``plan``
-assembles the answer for one workload or a grid, and ``report`` turns it into plain JSON values.
+assembles the answer for one workload or a grid, ``recommend`` says what to deploy, and
+``report`` turns it into plain JSON values.
 Figures are in ``solver.plots.plan``. Every formula and its source is in ``docs/planning.md``.
 
     from solver.plan import builtin_model, solve_plan
@@ -33,6 +34,7 @@ from solver.plan.curvesets import (
     resolve_curve_set,
 )
 from solver.plan.plan import Plan, PlanGrid, solve_grid, solve_plan
+from solver.plan.recommend import Recommendation, recommend
 from solver.plan.reference import ReferenceOptimum, reference_optimum
 from solver.plan.report import grid_to_dict, model_parameters, plan_to_dict
 from solver.plan.split import Candidate, CandidateTable
@@ -48,6 +50,7 @@ __all__ = [
     "Plan",
     "PlanGrid",
     "PlanModel",
+    "Recommendation",
     "ReferenceOptimum",
     "Series",
     "Throughput",
@@ -63,6 +66,7 @@ __all__ = [
     "model_parameters",
     "phase_limits",
     "plan_to_dict",
+    "recommend",
     "reference_optimum",
     "resolve_curve_set",
     "solve_baseline",

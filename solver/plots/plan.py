@@ -2,7 +2,7 @@
 
 * ``plot_speedup_heatmap``: S_p or S_d over prompt length (rows) x output length (columns),
   coloured around 1 (split wins above, co-located wins below), infeasible cells grey;
-* ``plot_policy_map``: the winning policy label per cell;
+* ``plot_policy_map``: the winning policy label per cell, lettered with the recommendation;
 * ``plot_curve_fits``: a curve set's points with the fitted capacity and throughput functions,
   the memory line and the capacity limits, for checking the fits by eye.
 
@@ -22,6 +22,7 @@ import numpy.typing as npt
 from solver.plan.curves import PlanModel, build_model, throughput_at
 from solver.plan.curvesets import CurveSet
 from solver.plan.plan import PlanGrid
+from solver.plan.recommend import recommend
 from solver.plots.figure import new_figure, save_png
 
 if TYPE_CHECKING:
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
 POLICIES = ("CUF-P", "CUF-D", "TUF-P", "TUF-D")
 POLICY_COLOURS = ("#1f77b4", "#aec7e8", "#d62728", "#ff9896", "#bbbbbb")  # last: infeasible
 ANNOTATE_MAX_CELLS = 144
+RECOMMENDATION_LETTERS = {"pick": "P", "reference": "R", "baseline": "C"}
 
 
 def _grid_axes(ax: Axes, grid: PlanGrid) -> None:
@@ -69,8 +71,10 @@ def plot_speedup_heatmap(
 
 
 def plot_policy_map(grid: PlanGrid, title: str, path: str | os.PathLike[str]) -> Path:
-    """The winning policy per cell, one colour per label."""
+    """The winning policy per cell, one colour per label, and the recommendation as a letter
+    (``RECOMMENDATION_LETTERS``: P deploy the pick, R the reference optimum, C stay co-located)."""
     from matplotlib.colors import ListedColormap
+    from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
     codes = np.array(
@@ -87,15 +91,24 @@ def plot_policy_map(grid: PlanGrid, title: str, path: str | os.PathLike[str]) ->
         origin="lower",
         aspect="auto",
     )
+    fontsize = 7 if codes.size <= ANNOTATE_MAX_CELLS else 5
+    for (i, j), plan in np.ndenumerate(np.array(grid.plans, dtype=object)):
+        if plan is not None:
+            letter = RECOMMENDATION_LETTERS[recommend(plan).source]
+            ax.text(j, i, letter, ha="center", va="center", fontsize=fontsize, fontweight="bold")
     labels = (*POLICIES, "infeasible")
+    letters = [
+        Line2D([], [], linestyle="none", marker=f"${letter}$", color="k", label=meaning)
+        for letter, meaning in (("P", "deploy the pick"), ("R", "the reference"), ("C", "stay co-located"))
+    ]
     ax.legend(
-        handles=[Patch(color=c, label=lab) for c, lab in zip(POLICY_COLOURS, labels, strict=True)],
+        handles=[Patch(color=c, label=lab) for c, lab in zip(POLICY_COLOURS, labels, strict=True)] + letters,
         loc="upper left",
         bbox_to_anchor=(1.01, 1.0),
         fontsize=8,
     )
     _grid_axes(ax, grid)
-    ax.set_title(f"winning policy: {title} (X = {grid.machines})")
+    ax.set_title(f"winning policy, lettered with the recommendation: {title} (X = {grid.machines})")
     return save_png(fig, path)
 
 

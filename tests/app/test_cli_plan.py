@@ -46,6 +46,19 @@ def test_plan_prints_the_pick_the_baseline_and_the_reference(
     assert colocated[1:3] == ["10", "10"] and float(colocated[-1]) == pytest.approx(8000 / 66, rel=1e-4)
     assert float(rows["reference"][-1]) == pytest.approx(150.0)
     assert f"speedup R_s/R_u {150 * 66 / 8000:.4f}" in out
+    recommendation = out.splitlines()[-1]
+    assert recommendation.startswith("recommendation: deploy the design's pick: 3 prefill machines")
+    assert "7 decode machines" in recommendation and "150 req/s (1.24x co-located)" in recommendation
+
+
+def test_plan_recommends_the_reference_optimum_when_the_pick_falls_short(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    args = ["plan", "--curves", "bloom-176b-8xh100", "--machines", "8", "--prompt-len", "1500"]
+    assert main([*args, "--output-len", "200", "--throughput-fit", "quadratic"]) == 0
+    last = capsys.readouterr().out.splitlines()[-1]
+    assert last.startswith("recommendation: deploy the reference optimum: 4 prefill machines")
+    assert "(1.34x co-located)" in last and "(0.54x co-located)" in last
 
 
 def test_plan_json_is_the_full_answer(capsys: pytest.CaptureFixture[str]) -> None:
@@ -107,9 +120,13 @@ def test_plan_grid_writes_heatmaps_csv_and_model_parameters(
     first = rows[0]
     assert (first["prompt_len"], first["output_len"], first["policy"]) == ("100", "50", "CUF-P")
     assert float(first["s_p"]) == pytest.approx(150 * 66 / 8000, rel=1e-5)
+    assert (first["recommendation"], first["recommended_decode_machines"]) == ("CUF-P", "7")
+    assert float(first["recommended_speedup"]) == pytest.approx(150 * 66 / 8000, rel=1e-5)
     assert rows[-1]["policy"] == "" and "9000" in rows[-1]["infeasible"]
+    assert rows[-1]["recommendation"] == ""
     params = json.loads((out / "model_parameters.json").read_text())
     assert params["fits"]["prefill"]["capacity"]["c1"] == pytest.approx(0.01)
+    assert params["cells"][0]["recommendation"]["source"] == "pick"
     assert params["cells"][0]["prefill_limit"]["is_exact"] is True
     assert len(params["cells"]) == 6
 
