@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 MAX_PLAN_MACHINES = 1000
 MAX_PLAN_LEN = 1_048_576  # tokens
@@ -84,7 +84,15 @@ GigaBytes = Annotated[float | None, Field(gt=0, le=MAX_GB)]
 
 
 class PlanRequest(_Strict):
-    curves: CurvesField
+    curves: CurvesField | None = None
+    profile: Annotated[
+        str | None,
+        Field(
+            min_length=1,
+            max_length=MAX_NAME_LEN,
+            description="a shipped profile's name: curves derived from it for this workload",
+        ),
+    ] = None
     machines: Machines
     prompt_len: Annotated[Length, Field(description="L_p, prompt tokens")]
     output_len: Annotated[Length, Field(description="L_d, output tokens")]
@@ -92,6 +100,12 @@ class PlanRequest(_Strict):
     weights_gb: Annotated[GigaBytes, Field(description="C_w per machine; the set's figure if omitted")] = None
     throughput_fit: ThroughputFitName = "piecewise"
     all_candidates: Annotated[bool, Field(description="every candidate instead of the summary")] = False
+
+    @model_validator(mode="after")
+    def _one_source(self) -> PlanRequest:
+        if (self.curves is None) == (self.profile is None):
+            raise ValueError("curves, profile: give exactly one of them")
+        return self
 
 
 class PlanGridRequest(_Strict):
@@ -210,6 +224,7 @@ class PlanResponse(BaseModel):
     fits: dict[str, Any]
     notes: list[str]
     recommendation: RecommendationOut
+    assumptions: list[str] = Field(default_factory=list, description="how curves from a profile were derived")
 
 
 class PlanGridResponse(BaseModel):

@@ -1,6 +1,7 @@
 """``pdroute plan`` and ``pdroute plan-grid``: the P/D capacity planner on the command line.
 
     pdroute plan --curves bloom-176b-8xh100 --machines 64 --prompt-len 1024 --output-len 256
+    pdroute plan --profile solver/data/profiles/default.json --machines 16 --prompt-len 1024 --output-len 200
     pdroute plan-grid --curves bloom-176b-8xh100 --machines 64 \\
         --prompt-lens 128 256 512 1024 --output-lens 64 128 256 -o results/
 
@@ -28,10 +29,12 @@ from solver.plan import (
     PlanGrid,
     PlanModel,
     build_model,
+    curve_set_from_profile,
     model_parameters,
     plan_to_dict,
     recommend,
     resolve_curve_set,
+    resolve_profile,
     solve_grid,
     solve_plan,
 )
@@ -45,8 +48,15 @@ class BadPlanArgument(PdrouteError):
     """A planner command-line value out of range, or an output folder that cannot be written."""
 
 
-def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--curves", required=True, help="built-in curve-set name or a curve-set JSON file")
+def _common(p: argparse.ArgumentParser, *, with_profile: bool = False) -> None:
+    if with_profile:
+        source = p.add_mutually_exclusive_group(required=True)
+        source.add_argument("--curves", help="built-in curve-set name or a curve-set JSON file")
+        source.add_argument(
+            "--profile", help="curves derived from a pdroute profile (a shipped name or a profile file)"
+        )
+    else:
+        p.add_argument("--curves", required=True, help="built-in curve-set name or a curve-set JSON file")
     p.add_argument("--machines", type=int, required=True, help="X, machines in the fleet (>= 2)")
     p.add_argument("--memory-gb", type=float, help="C, memory per machine (default: the set's)")
     p.add_argument("--weights-gb", type=float, help="C_w, weights per machine (default: the set's)")
@@ -57,7 +67,7 @@ def register(sub: Any) -> None:
     p: argparse.ArgumentParser = sub.add_parser(
         "plan", help="size a P/D split for one workload", description="CUF/TUF split vs co-located."
     )
-    _common(p)
+    _common(p, with_profile=True)
     p.add_argument("--prompt-len", type=int, required=True, help="L_p, prompt tokens")
     p.add_argument("--output-len", type=int, required=True, help="L_d, output tokens")
     p.add_argument("--json", action="store_true", help="print the full answer as JSON")
@@ -79,7 +89,11 @@ def _check_machines(machines: int) -> None:
 
 
 def _model(args: argparse.Namespace) -> tuple[CurveSet, PlanModel]:
-    curves = resolve_curve_set(args.curves)
+    if getattr(args, "profile", None) is not None:
+        profile = resolve_profile(args.profile)
+        curves = curve_set_from_profile(profile, args.prompt_len, args.output_len)
+    else:
+        curves = resolve_curve_set(args.curves)
     return curves, build_model(curves, args.throughput_fit, args.memory_gb, args.weights_gb)
 
 
@@ -198,12 +212,17 @@ def run_plan(args: argparse.Namespace) -> int:
     _check_machines(args.machines)
     _check_lengths("prompt-len", [args.prompt_len])
     _check_lengths("output-len", [args.output_len])
-    _, model = _model(args)
+    curves, model = _model(args)
     plan = solve_plan(model, args.machines, args.prompt_len, args.output_len)
     if args.json:
-        print(json.dumps(plan_to_dict(plan, all_candidates=args.all_candidates), indent=2))
+        answer = plan_to_dict(plan, all_candidates=args.all_candidates)
+        if args.profile is not None:
+            answer["assumptions"] = list(curves.assumptions)
+        print(json.dumps(answer, indent=2))
     else:
         print(format_plan(plan))
+        if args.profile is not None:  # curves derived here: say from what
+            print(*(f"assumption: {a}" for a in curves.assumptions), sep="\n")
     return 0
 
 

@@ -1,10 +1,11 @@
 """``POST /plan`` and ``POST /plan/grid``: the P/D capacity planner over HTTP.
 
 The handlers are plain ``def``: FastAPI runs them in its threadpool, so a grid solve (up to a
-second or two) never blocks the event loop serving ``/route``. Built-in curve sets are chosen by
-name only (read and fitted once per process, ``solver.plan.builtin_model``); a file path is never
-read on a client's behalf. Domain errors (``InfeasiblePlan``, ``InvalidCurves``) are answered 422
-by ``app.errors``.
+second or two) never blocks the event loop serving ``/route``. Built-in curve sets and shipped
+profiles are chosen by name only (read, and the sets fitted, once per process); a file path is
+never read on a client's behalf. Domain errors (``InfeasiblePlan``, ``InvalidCurves``,
+``InvalidProfile``) are answered 422 by ``app.errors``; more than ``PDROUTE_MAX_CONCURRENT_GRIDS``
+grids at once, 429.
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ from solver.plan import (
     build_model,
     builtin_model,
     curve_set_from_mapping,
+    curve_set_from_profile,
     grid_to_dict,
+    load_builtin_profile,
     plan_to_dict,
     solve_grid,
     solve_plan,
@@ -40,10 +43,18 @@ def _model(
 
 @router.post("/plan", response_model=PlanResponse)
 def post_plan(body: PlanRequest) -> PlanResponse:
-    """Baseline, CUF/TUF candidates, the pick, S_p/S_d and the reference optimum for one workload."""
-    model = _model(body.curves, body.throughput_fit, body.memory_gb, body.weights_gb)
+    """Baseline, CUF/TUF candidates, the pick, S_p/S_d, the reference optimum and the
+    recommendation for one workload, from a curve set or from a shipped profile."""
+    assumptions: list[str] = []
+    if body.profile is not None:
+        curves = curve_set_from_profile(load_builtin_profile(body.profile), body.prompt_len, body.output_len)
+        model = build_model(curves, body.throughput_fit, body.memory_gb, body.weights_gb)
+        assumptions = list(curves.assumptions)
+    elif body.curves is not None:
+        model = _model(body.curves, body.throughput_fit, body.memory_gb, body.weights_gb)
     plan = solve_plan(model, body.machines, body.prompt_len, body.output_len)
-    return PlanResponse.model_validate(plan_to_dict(plan, all_candidates=body.all_candidates))
+    answer = plan_to_dict(plan, all_candidates=body.all_candidates)
+    return PlanResponse.model_validate({**answer, "assumptions": assumptions})
 
 
 @router.post(

@@ -1,6 +1,7 @@
 """The P/D capacity planner: how many machines prefill, how many decode, at which batches.
 
-The flow, one way: a curve set (``curvesets``: built-in JSON or a user's file) is fitted
+The flow, one way: a curve set (``curvesets``: built-in JSON or a user's file; or
+``profile_curves``: derived from a pdroute profile for one workload) is fitted
 (``curves``) into a ``PlanModel``; ``baseline`` gives the per-machine limits and the co-located
 policy, ``split`` the CUF and TUF candidates, ``reference`` the direct-search optimum; ``plan``
 assembles the answer for one workload or a grid, ``recommend`` says what to deploy, and
@@ -34,6 +35,12 @@ from solver.plan.curvesets import (
     resolve_curve_set,
 )
 from solver.plan.plan import Plan, PlanGrid, solve_grid, solve_plan
+from solver.plan.profile_curves import (
+    builtin_profile_names,
+    curve_set_from_profile,
+    load_builtin_profile,
+    resolve_profile,
+)
 from solver.plan.recommend import Recommendation, recommend
 from solver.plan.reference import ReferenceOptimum, reference_optimum
 from solver.plan.report import grid_to_dict, model_parameters, plan_to_dict
@@ -58,10 +65,13 @@ __all__ = [
     "build_model",
     "builtin_curve_set_names",
     "builtin_model",
+    "builtin_profile_names",
     "curve_set_from_mapping",
+    "curve_set_from_profile",
     "curve_set_to_mapping",
     "grid_to_dict",
     "load_builtin_curve_set",
+    "load_builtin_profile",
     "load_curve_set",
     "model_parameters",
     "phase_limits",
@@ -69,6 +79,7 @@ __all__ = [
     "recommend",
     "reference_optimum",
     "resolve_curve_set",
+    "resolve_profile",
     "solve_baseline",
     "solve_grid",
     "solve_plan",

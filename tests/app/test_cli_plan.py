@@ -143,3 +143,22 @@ def test_plan_grid_output_that_cannot_be_written_is_one_line(
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"pdroute plan-grid: error: -o {out}:") and "\n" not in err
     assert blocker.read_text() == "not a folder"
+
+
+def test_plan_from_a_profile_file_prints_a_recommendation_and_the_assumptions(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    profile = Path(__file__).resolve().parents[2] / "solver" / "data" / "profiles" / "default.json"
+    args = ["plan", "--profile", str(profile), "--machines", "16"]
+    assert main([*args, "--prompt-len", "1024", "--output-len", "200"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("curves profile Qwen/Qwen3-8B on 1x h100_sxm")
+    assert "\nrecommendation: " in out
+    assert "assumption: decode: step times at the mean context 1124 tokens" in out
+
+
+def test_plan_from_a_profile_beyond_its_range_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["plan", "--profile", "default", "--machines", "16", "--prompt-len", "30000"]
+    assert main([*args, "--output-len", "200"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "context 30100 tokens" in err

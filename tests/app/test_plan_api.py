@@ -239,3 +239,30 @@ def test_a_grid_solve_does_not_block_other_requests(live_server: LiveServer) -> 
     assert result["grid"].status_code == 200
     if result["grid_done"] > health_sent:  # the grid was still in flight when /healthz was sent
         assert health_done < result["grid_done"]
+
+
+def test_plan_from_a_shipped_profile(live_server: LiveServer) -> None:
+    r = _plan(live_server, curves=None, profile="default", machines=16, prompt_len=1024, output_len=200)
+    assert r.status_code == 200, r.text
+    d = r.json()
+    assert d["curves"] == "profile Qwen/Qwen3-8B on 1x h100_sxm" and d["machines"] == 16
+    assert d["recommendation"]["action"] in {"co-located", "split"}
+    assert any("mean context 1124" in a for a in d["assumptions"])
+    assert _plan(live_server).json()["assumptions"] == []  # a curve set states its own
+
+
+@pytest.mark.parametrize(
+    ("body", "error"),
+    [
+        ({"profile": "default"}, "curves, profile: give exactly one of them"),
+        ({"curves": None}, "curves, profile: give exactly one of them"),
+        ({"curves": None, "profile": "nope"}, "unknown shipped profile 'nope'"),
+        ({"curves": None, "profile": "default", "prompt_len": 30000}, "context 30128 tokens"),
+    ],
+)
+def test_bad_profile_requests_are_422_naming_the_problem(
+    live_server: LiveServer, body: dict[str, Any], error: str
+) -> None:
+    r = _plan(live_server, **body)
+    assert r.status_code == 422, r.text
+    assert error in r.json()["error"]
