@@ -24,8 +24,9 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
-from solver.costmodel import COLLOCATED, DISAGGREGATED, AnalyticalCostModel, Decision
 from solver.errors import InvalidSimConfig
+from solver.routing.design import AnalyticalCostModel
+from solver.routing.types import COLLOCATED, DISAGGREGATED, Decision
 from solver.sim.workload import Workload
 
 POLICY_NAMES = ("collocated", "disaggregated", "threshold", "threshold-queue", "cost-model")

@@ -4,7 +4,7 @@ Example (no HTTP, no files beyond the inputs)::
 
     from solver.profile_io import load_profile
     from solver.params import load_params
-    from solver.costmodel import AnalyticalCostModel
+    from solver.routing.design import AnalyticalCostModel
     from solver.sim import FleetConfig, format_table, make_policy, read_trace, run_sweep
 
     profile = load_profile("profile.json")
