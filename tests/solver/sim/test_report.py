@@ -9,14 +9,25 @@ import pytest
 
 from solver.errors import InvalidSimConfig
 from solver.sim import SimRecords, SloLimits, format_markdown, format_table, littles_law, summarize
-from solver.sim.records import time_average_in_system
+from solver.sim.records import RECORDED_VIEW_FIELDS, time_average_in_system
 
 
 def records(
-    arrival: list[float], first: list[float], finish: list[float], output: list[int], disagg: list[bool]
+    arrival: list[float],
+    first: list[float],
+    finish: list[float],
+    output: list[int],
+    disagg: list[bool],
+    *,
+    shed: list[bool] | None = None,
+    predicted_ttft: list[float] | None = None,
+    predicted_e2e: list[float] | None = None,
 ) -> SimRecords:
     n = len(arrival)
     ints = np.zeros(n, dtype=np.int64)
+    nan = np.full(n, np.nan)
+    is_shed = np.array(shed if shed is not None else [False] * n)
+    view = {name: ints for name in RECORDED_VIEW_FIELDS}
     return SimRecords(
         policy="hand",
         arrival_ms=np.array(arrival),
@@ -27,12 +38,14 @@ def records(
         predicted_output_len=np.array(output),
         is_disaggregated=np.array(disagg),
         was_policy_asked=np.ones(n, dtype=np.bool_),
-        system_load=ints,
-        decode_batch_size=ints,
-        prefill_queue_depth=ints,
+        **view,
+        predicted_ttft_ms=nan if predicted_ttft is None else np.array(predicted_ttft),
+        predicted_e2e_ms=nan if predicted_e2e is None else np.array(predicted_e2e),
+        is_infeasible=is_shed.copy(),
+        is_shed=is_shed,
         engine_index=ints,
-        tokens_generated=np.array(output),
-        finish_count=ints + 1,
+        tokens_generated=np.where(is_shed, 0, np.array(output)),
+        finish_count=np.where(is_shed, 0, 1),
         total_tokens_generated=sum(output),
         num_engine_steps=0,
         num_prefill_forwards=0,
