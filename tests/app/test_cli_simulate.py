@@ -113,6 +113,25 @@ def test_simulate_poisson_pools_without_cost_model(
     assert not (out / "latency_vs_load.png").exists()
 
 
+def test_simulate_best_static_with_shedding(tmp_path: Path, profile_file: Path) -> None:
+    out = tmp_path / "b"
+    args = ["simulate", "--profile", str(profile_file), "--poisson", "200", "--lengths", "lognormal:900,40"]
+    args += ["--rates", "3,12", "--policies", "best-static,threshold", "--shed", "--prefill-gpus", "1"]
+    args += ["--decode-gpus", "2", "--no-plots", "-o", str(out)]
+    assert main(args) == 0
+    doc = json.loads((out / "results.json").read_text())
+    assert doc["settings"]["shed"] is True and doc["settings"]["policies"] == ["best-static", "threshold"]
+    best = [r for r in doc["results"] if r["policy"] == "best-static"]
+    assert len(best) == 2
+    for r in best:
+        assert r["setting"] and r["label"] == f"best-static[{r['setting']}]"
+        assert r["label"] in (out / "results.md").read_text()
+    threshold = {r["offered_rate"]: r for r in doc["results"] if r["policy"] == "threshold"}
+    for r in best:
+        assert r["goodput_rps"] >= threshold[r["offered_rate"]]["goodput_rps"] * (1 - 1e-3)
+    assert all(r["share_shed"] == 0.0 for r in doc["results"])  # rules never answer infeasible
+
+
 @pytest.mark.parametrize(
     ("extra", "message"),
     [

@@ -112,11 +112,16 @@ def test_cost_model_decisions_in_a_simulation(
     model = cost_model()
     rec = simulate(profile, mixed_workload, CostModelPolicy(model), fleet, prediction)
     assert np.array_equal(rec.predicted_output_len, prediction.predict(mixed_workload))
-    expected = model.route_many(
-        rec.prompt_len, rec.predicted_output_len, rec.system_load, rec.decode_batch_size
-    ).is_disaggregated
+    batch = model.route_many(rec.prompt_len, rec.predicted_output_len, rec.system_load, rec.decode_batch_size)
+    expected = batch.is_disaggregated
     assert np.array_equal(rec.is_disaggregated, expected)
     assert rec.is_disaggregated.any() and not rec.is_disaggregated.all()  # both branches taken
+    # Its predictions for the chosen path, per request, as recorded.
+    d = rec.is_disaggregated
+    assert np.array_equal(rec.predicted_e2e_ms, np.where(d, batch.t_disaggregated_ms, batch.t_collocated_ms))
+    ttft = batch.prefill_ms + np.where(d, batch.transfer_ms, batch.interference_ms)
+    assert np.array_equal(rec.predicted_ttft_ms, ttft)
+    assert not rec.is_infeasible.any()
     if topology == "conditional":  # both quantities are the one candidate GPU's batch
         assert np.array_equal(rec.system_load, rec.decode_batch_size)
 
