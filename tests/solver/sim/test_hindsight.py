@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -80,7 +82,10 @@ def test_best_static_beats_the_rules_as_shipped_under_overload(
     profile: ProfileResult, workload: Workload
 ) -> None:
     wl = workload.at_rate(16.0)
-    rules = [PromptThreshold(1000), PromptAndQueueThreshold(1000, 2)]
+    rules: list[PromptThreshold | PromptAndQueueThreshold] = [
+        PromptThreshold(1000),
+        PromptAndQueueThreshold(1000, 2),
+    ]
     result = run_sweep(profile, [wl], [*rules, GRID], FLEET, OutputPrediction(), SLO)
     by_name = {m.policy: m for m in result.metrics}
     assert by_name["best-static"].goodput_rps >= max(by_name[r.name].goodput_rps for r in rules)
@@ -91,8 +96,6 @@ def test_pick_best_breaks_near_ties_by_ttft_p99(profile: ProfileResult, workload
     wl = workload.at_rate(3.0)
     m = summarize(simulate(profile, wl, PromptThreshold(500), FLEET), 3.0, SLO)
     faster = m.ttft_ms.__class__(m.ttft_ms.mean, m.ttft_ms.p50, m.ttft_ms.p90, (m.ttft_ms.p99 or 0.0) / 2)
-    from dataclasses import replace
-
     slightly_lower = replace(m, goodput_rps=m.goodput_rps * (1 - GOODPUT_TIE / 2), ttft_ms=faster)
     clearly_lower = replace(m, goodput_rps=m.goodput_rps * (1 - 3 * GOODPUT_TIE), ttft_ms=faster)
     assert pick_best([("a", m), ("b", slightly_lower)])[0] == "b"
