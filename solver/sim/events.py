@@ -103,7 +103,7 @@ class RunState:
         self.finish = [float("nan")] * n
         self.is_disagg = [False] * n
         self.was_asked = [False] * n
-        self.view_rows: list[tuple[int, ...]] = []  # RouteView's integer fields, per arrival
+        self.views: list[RouteView] = []  # what the gateway saw, per arrival
         nan = float("nan")
         self.predicted_ttft = [nan] * n  # the policy's predictions (NaN: none)
         self.predicted_e2e = [nan] * n
@@ -184,7 +184,7 @@ class RunState:
         else:
             batch = target_kv = 0
         num_prefill = self.fleet.num_prefill
-        row = (
+        view = RouteView(
             self.prompt[rid],
             self.predicted[rid],
             load,
@@ -199,11 +199,13 @@ class RunState:
             num_prefill - len(self.prefill_free),
             self.prefill_inflight_tokens,
             num_prefill,
+            self.ttft_slo_ms,
+            self.tpot_slo_ms,
         )
-        self.view_rows.append(row)
+        self.views.append(view)
         if self.ask_policy:
             self.was_asked[rid] = True
-            answer = self.policy.decide(RouteView(*row, self.ttft_slo_ms, self.tpot_slo_ms))
+            answer = self.policy.decide(view)
             if answer.predicted_ttft_ms is not None:
                 self.predicted_ttft[rid] = answer.predicted_ttft_ms
             if answer.predicted_e2e_ms is not None:
@@ -321,7 +323,7 @@ class RunState:
             predicted_output_len=np.asarray(self.predicted, dtype=i64),
             is_disaggregated=np.asarray(self.is_disagg, dtype=np.bool_),
             was_policy_asked=np.asarray(self.was_asked, dtype=np.bool_),
-            **view_columns(self.view_rows),
+            **view_columns(self.views),
             predicted_ttft_ms=np.asarray(self.predicted_ttft, dtype=f64),
             predicted_e2e_ms=np.asarray(self.predicted_e2e, dtype=f64),
             is_infeasible=np.asarray(self.is_infeasible, dtype=np.bool_),

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from solver.costmodel import COLLOCATED, DISAGGREGATED, AnalyticalCostModel, Decision
 from solver.errors import InvalidSimConfig
@@ -37,9 +37,11 @@ from solver.errors import InvalidSimConfig
 POLICY_NAMES = ("collocated", "disaggregated", "threshold", "threshold-queue", "cost-model")
 
 
-@dataclass(frozen=True, slots=True)
-class RouteView:
+class RouteView(NamedTuple):
     """What the gateway knows about one request and the fleet when the request arrives.
+
+    Immutable like the core's frozen dataclasses, but a ``NamedTuple``: the simulator builds one
+    per request in its hot loop, and a 16-field tuple is built five times faster.
 
     "Collocation GPU": the GPU that would prefill the request locally (the least-loaded decode
     GPU, or mixed GPU in the pools topology); "decode target": the GPU that would decode it if

@@ -25,9 +25,8 @@ FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
 
-# The order of ``RouteView``'s integer fields (the simulator keeps one row per arrival) and the
-# ones recorded per request (prompt and prediction have their own fields; chunk size and the
-# number of prefill GPUs are the fleet's).
+# ``RouteView``'s integer fields, in order, and the ones recorded per request (prompt and
+# prediction have their own fields; chunk size, prefill GPUs and SLO targets are the run's).
 VIEW_ROW = (
     "prompt_len",
     "predicted_output_len",
@@ -47,10 +46,14 @@ VIEW_ROW = (
 RECORDED_VIEW_FIELDS = tuple(n for n in VIEW_ROW[2:] if n not in ("chunk_size", "num_prefill_gpus"))
 
 
-def view_columns(rows: Sequence[tuple[int, ...]]) -> dict[str, Any]:
-    """``RECORDED_VIEW_FIELDS`` as int64 arrays, from the per-arrival rows of ``VIEW_ROW``."""
-    table = np.array(rows, dtype=np.int64).reshape(len(rows), len(VIEW_ROW))
-    return {name: table[:, VIEW_ROW.index(name)].copy() for name in RECORDED_VIEW_FIELDS}
+def view_columns(views: Sequence[tuple[float, ...]]) -> dict[str, Any]:
+    """``RECORDED_VIEW_FIELDS`` as int64 arrays, from per-arrival ``RouteView`` tuples (whose
+    first fields are ``VIEW_ROW``)."""
+    columns = {}
+    for name in RECORDED_VIEW_FIELDS:
+        k = VIEW_ROW.index(name)
+        columns[name] = np.array([v[k] for v in views], dtype=np.int64)
+    return columns
 
 
 @dataclass(frozen=True, eq=False)
