@@ -54,11 +54,17 @@ def register(sub: Any) -> None:
         "--policies",
         default="all",
         help="all (default), or a comma list of: collocated, disaggregated, threshold, "
-        "threshold-queue, cost-model",
+        "threshold-queue, cost-model, best-static (the best static rule of a grid, per load)",
     )
     sweep.add_argument("--threshold", type=int, default=1000, help="prompt tokens for the threshold rules")
     sweep.add_argument("--max-prefill-queue", type=int, default=2, help="threshold-queue: queue depth limit")
     sweep.add_argument("--predict", default="exact", help="output-length prediction: exact | mean | fixed:N")
+    sweep.add_argument(
+        "--shed",
+        action="store_true",
+        help="the gateway drops a request its policy answers infeasible (no path meets the SLO): "
+        "counted as an SLO miss, out of the served latencies",
+    )
     fleet = p.add_argument_group("fleet")
     fleet.add_argument("--topology", default="conditional", choices=("conditional", "pools"))
     fleet.add_argument("--prefill-gpus", type=int, default=2)
@@ -95,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
         SloLimits,
         format_markdown,
         format_table,
-        make_policy,
+        make_policies,
         parse_length_spec,
         parse_policy_names,
         parse_prediction,
@@ -147,10 +153,9 @@ def run(args: argparse.Namespace) -> int:
         workloads = [base.scaled(s) for s in _numbers(args.scales, "--scales")]
     else:
         workloads = [base]
-    policies = [
-        make_policy(n, model=model, threshold_tokens=args.threshold, max_queue_depth=args.max_prefill_queue)
-        for n in names
-    ]
+    policies = make_policies(
+        names, model=model, threshold_tokens=args.threshold, max_queue_depth=args.max_prefill_queue
+    )
     out: Path = args.output
     try:  # before the simulation, so an unusable folder does not waste a long run
         out.mkdir(parents=True, exist_ok=True)
@@ -162,11 +167,14 @@ def run(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     started = time.perf_counter()
-    result = run_sweep(profile, workloads, policies, fleet, prediction, slo)
+    result = run_sweep(profile, workloads, policies, fleet, prediction, slo, shed=args.shed)
     elapsed = time.perf_counter() - started
     table = format_table(result.metrics)
     print(table)
-    print(f"({len(result.metrics)} runs in {elapsed:.1f} s; latencies in ms, rates in requests/s)")
+    print(
+        f"({len(result.metrics)} rows, {result.settings['num_runs_simulated']} runs in {elapsed:.1f} s; "
+        "latencies in ms, rates in requests/s)"
+    )
     # Strict JSON: paths and non-finite numbers (an SLO of inf means "no limit") as text.
     arguments = {
         k: v if isinstance(v, int | None) or (isinstance(v, float) and math.isfinite(v)) else str(v)
