@@ -12,6 +12,7 @@ Writes ``results.json`` (settings and every metric), ``results.md`` (the table i
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import sys
@@ -35,7 +36,11 @@ def register(sub: Any) -> None:
     )
     src = p.add_argument_group("inputs")
     src.add_argument("--profile", type=Path, required=True, help="profile JSON (or .pt) with the tables")
-    src.add_argument("--params", type=Path, help="params.json for the cost-model policy (default: embedded)")
+    src.add_argument(
+        "--params",
+        type=Path,
+        help="params.json for the cost-model and queue-aware policies (default: embedded)",
+    )
     load = src.add_mutually_exclusive_group(required=True)
     load.add_argument("--trace", type=Path, help="trace CSV: Azure format or timestamp_s,prompt,output")
     load.add_argument("--poisson", type=int, metavar="N", help="generate N Poisson arrivals instead")
@@ -95,6 +100,7 @@ def run(args: argparse.Namespace) -> int:
     from solver.params import load_params
     from solver.profile_io import load_profile
     from solver.routing.design import AnalyticalCostModel
+    from solver.routing.queue_aware import QueueAwareModel
     from solver.sim import (
         FleetConfig,
         LengthDistribution,
@@ -117,11 +123,22 @@ def run(args: argparse.Namespace) -> int:
     prediction = parse_prediction(args.predict)
     slo = SloLimits(args.ttft_slo_ms, args.tpot_slo_ms)
     profile = load_profile(args.profile)
-    model = None
-    if "cost-model" in names:
+    model = queue_model = None
+    notes: list[str] = []
+    if "cost-model" in names or "queue-aware" in names:
         from app.settings import embedded_params_path
 
-        model = AnalyticalCostModel(load_params(args.params or embedded_params_path()))
+        params = load_params(args.params or embedded_params_path())
+        model = AnalyticalCostModel(params)
+        if "queue-aware" in names:
+            if params.queue_aware is None:
+                # A version-1 params file: the queue-aware forms come from the profile itself.
+                from solver.fit_queue import fit_queue_aware
+
+                forms, _fits = fit_queue_aware(profile.T_prefill, profile.T_decode, profile.T_interference)
+                params = dataclasses.replace(params, queue_aware=forms)
+                notes.append("queue-aware: the params have no queue-aware forms; fitted them from --profile")
+            queue_model = QueueAwareModel(params)
     chunk = args.chunk_size if args.chunk_size is not None else StepLatency(profile).max_chunk
     fleet = FleetConfig(
         topology=args.topology,
@@ -154,7 +171,11 @@ def run(args: argparse.Namespace) -> int:
     else:
         workloads = [base]
     policies = make_policies(
-        names, model=model, threshold_tokens=args.threshold, max_queue_depth=args.max_prefill_queue
+        names,
+        model=model,
+        queue_model=queue_model,
+        threshold_tokens=args.threshold,
+        max_queue_depth=args.max_prefill_queue,
     )
     out: Path = args.output
     try:  # before the simulation, so an unusable folder does not waste a long run
@@ -166,6 +187,8 @@ def run(args: argparse.Namespace) -> int:
         f"from {base.source}; {fleet.describe()}, chunk {fleet.chunk_size}",
         file=sys.stderr,
     )
+    for note in notes:
+        print(note, file=sys.stderr)
     started = time.perf_counter()
     result = run_sweep(profile, workloads, policies, fleet, prediction, slo, shed=args.shed)
     elapsed = time.perf_counter() - started

@@ -38,11 +38,14 @@ When every prefill GPU is busy, the first frees after about ``t / (G + 1)`` (the
 residual service times), then the queue drains G at a time. The first harm term prices the
 requests that will queue behind this prefill: as many as wait now, each ``T_P(L) / G`` later.
 
-Decision: with ``J = E2E + w * harm``, a path is feasible when its TTFT and TPOT meet the
-request's targets. One feasible path wins; with both, the smaller ``J`` (ties collocate);
-with neither, the smaller worst lateness ``max(TTFT / ttft_slo, TPOT / tpot_slo)`` and
-``meets_slo`` is false (the gateway may shed the request). The reason code names the
-component that favoured the chosen path most (see ``REASONS``).
+Decision: with ``J = E2E + w * harm``, a path is feasible when its predicted TTFT and TPOT
+stay within ``(1 - slo_margin)`` of the request's targets (the margin absorbs the prediction's
+own error: without it, queues settle right at the target and half their requests miss it).
+One feasible path wins; with both, the smaller ``J`` (ties collocate). With neither, the
+request cannot make its targets on either path, and ``meets_slo`` is false (the gateway may
+shed it): it goes to the path where it is predicted later, so that it does not lengthen the
+queue that can still serve other requests in time (ties collocate). The reason code names
+the component that favoured the chosen path most (see ``REASONS``).
 
 Defaults for inputs not reported (listed in the answer's ``assumed``): no prefill queue
 (q = 0, Q = q * L, r = G if q > 0 else 0, G = 1), nothing pending locally (P = 0), running
@@ -73,9 +76,10 @@ from solver.routing.types import (
 
 NAME = "queue-aware"
 DEFAULT_HARM_WEIGHT = 0.0
+DEFAULT_SLO_MARGIN = 0.1
 
 REASON_SLO_ONLY = "slo_only_feasible"  # only the chosen path meets the targets
-REASON_SLO_NONE = "slo_none_feasible"  # neither does: the lesser lateness
+REASON_SLO_NONE = "slo_none_feasible"  # neither does: sent where it blocks no feasible request
 REASON_PREFILL_QUEUE = "prefill_queue"  # collocated: the prefill pool's wait
 REASON_LOCAL_BACKLOG = "local_backlog"  # disaggregated: prompts already pending on the GPU
 REASON_LOCAL_FASTER = "local_prefill_faster"  # collocated: chunks cost less than prefill + transfer
@@ -193,14 +197,23 @@ class QueueAwareModel:
     name = NAME
     reasons = REASONS
 
-    def __init__(self, params: CostModelParams, harm_weight: float = DEFAULT_HARM_WEIGHT) -> None:
+    def __init__(
+        self,
+        params: CostModelParams,
+        harm_weight: float = DEFAULT_HARM_WEIGHT,
+        slo_margin: float = DEFAULT_SLO_MARGIN,
+    ) -> None:
         if params.queue_aware is None:
             raise ValueError("these params carry no queue-aware forms (schema version 1)")
         if not (math.isfinite(harm_weight) and harm_weight >= 0):
             raise ValueError(f"harm_weight: expected a finite number >= 0, got {harm_weight!r}")
+        if not (math.isfinite(slo_margin) and 0 <= slo_margin < 1):
+            raise ValueError(f"slo_margin: expected a number in [0, 1), got {slo_margin!r}")
         self.params = params
         q: QueueAwareParams = params.queue_aware
         self.harm_weight = float(harm_weight)
+        self.slo_margin = float(slo_margin)
+        self._feasible = 1.0 - self.slo_margin  # the largest lateness that counts as meeting a target
         self._pf = float(q.prefill_floor_ms)
         self._p1 = float(q.prefill_ms_per_token)
         self._knee = float(q.prefill_knee_tokens)
@@ -235,6 +248,7 @@ class QueueAwareModel:
         c = float(x.chunk_size)
         h = 0.0 if x.cached_prompt_tokens is None else min(float(x.cached_prompt_tokens), L - 1.0)
         P = 0.0 if x.pending_prefill_tokens is None else float(x.pending_prefill_tokens)
+        Pd = 0.0 if x.decode_pending_prefill_tokens is None else float(x.decode_pending_prefill_tokens)
         K = B * L if x.colloc_context_tokens is None else float(x.colloc_context_tokens)
         Kd = Bd * L if x.decode_context_tokens is None else float(x.decode_context_tokens)
         q = 0.0 if x.prefill_queue_requests is None else float(x.prefill_queue_requests)
@@ -257,12 +271,15 @@ class QueueAwareModel:
         rest = total - (n - 1.0) * c
         f_full = self.chunk_ms(c, B)
         if B > 0.0:
-            ttft_c = n * self.step_ms(B, K) + (n - 1.0) * f_full + self.chunk_ms(rest, B)
+            step = self.step_ms(B, K)
+            in_flight = 0.5 * step
+            ttft_c = in_flight + n * step + (n - 1.0) * f_full + self.chunk_ms(rest, B)
         else:
+            in_flight = 0.0
             ttft_c = self.prefill_ms(u) + (self.prefill_ms(P) if P > 0.0 else 0.0)
-        backlog = ttft_c * (P / total)
+        backlog = in_flight + (ttft_c - in_flight) * (P / total)
         own_c = ttft_c - backlog
-        tpot_c = self.step_ms(B + 1.0, K + L + half_out)
+        tpot_c = self.step_ms(B + 1.0, K + L + half_out) + min(1.0, P / c) * self.chunk_ms(c, B + 1.0)
         e2e_c = ttft_c + (out - 1.0) * tpot_c
         harm_c = B * u * f_full / c + B * join
 
@@ -272,7 +289,7 @@ class QueueAwareModel:
         wait = (t_ahead / (G + 1.0) if r >= G else 0.0) + q * t_ahead / G
         transfer = (L - h) * self._xfer
         ttft_d = wait + t_prefill + transfer
-        tpot_d = self.step_ms(Bd + 1.0, Kd + L + half_out)
+        tpot_d = self.step_ms(Bd + 1.0, Kd + L + half_out) + min(1.0, Pd / c) * self.chunk_ms(c, Bd + 1.0)
         e2e_d = ttft_d + (out - 1.0) * tpot_d
         harm_d = q * t_prefill / G + Bd * join
 
@@ -280,7 +297,7 @@ class QueueAwareModel:
         cost_d = e2e_d + w * harm_d
         late_c = max(ttft_c / ttft_slo, tpot_c / tpot_slo)
         late_d = max(ttft_d / ttft_slo, tpot_d / tpot_slo)
-        ok_c, ok_d = late_c <= 1.0, late_d <= 1.0
+        ok_c, ok_d = late_c <= self._feasible, late_d <= self._feasible
         if ok_c and ok_d:
             is_disagg = cost_d < cost_c
             diffs = (
@@ -307,7 +324,7 @@ class QueueAwareModel:
         elif ok_c or ok_d:
             is_disagg, reason, meets = ok_d, REASON_SLO_ONLY, True
         else:
-            is_disagg, reason, meets = late_d < late_c, REASON_SLO_NONE, False
+            is_disagg, reason, meets = late_d > late_c, REASON_SLO_NONE, False
         return QueueAwareBreakdown(
             decision=DISAGGREGATED if is_disagg else COLLOCATED,
             reason=reason,
@@ -359,6 +376,7 @@ class QueueAwareModel:
         zero = np.zeros_like(L)
         h = np.minimum(given("cached_prompt_tokens", zero), L - 1.0)
         P = given("pending_prefill_tokens", zero)
+        Pd = given("decode_pending_prefill_tokens", zero)
         K = given("colloc_context_tokens", B * L)
         Kd = given("decode_context_tokens", Bd * L)
         q = given("prefill_queue_requests", zero)
@@ -376,12 +394,16 @@ class QueueAwareModel:
         n = np.ceil(total / c)
         rest = total - (n - 1.0) * c
         f_full = self._chunk_many(c, B)
-        chunked = n * self._step_many(B, K) + (n - 1.0) * f_full + self._chunk_many(rest, B)
+        step = self._step_many(B, K)
+        in_flight = np.where(B > 0.0, 0.5 * step, 0.0)
+        chunked = in_flight + n * step + (n - 1.0) * f_full + self._chunk_many(rest, B)
         idle = self._prefill_many(u) + np.where(P > 0.0, self._prefill_many(P), 0.0)
         ttft_c = np.where(B > 0.0, chunked, idle)
-        backlog = ttft_c * (P / total)
+        backlog = in_flight + (ttft_c - in_flight) * (P / total)
         own_c = ttft_c - backlog
-        tpot_c = self._step_many(B + 1.0, K + L + half_out)
+        tpot_c = self._step_many(B + 1.0, K + L + half_out) + np.minimum(1.0, P / c) * self._chunk_many(
+            c, B + 1.0
+        )
         e2e_c = ttft_c + (out - 1.0) * tpot_c
         harm_c = B * u * f_full / c + B * join
 
@@ -391,7 +413,9 @@ class QueueAwareModel:
         wait = np.where(r >= G, t_ahead / (G + 1.0), 0.0) + q * t_ahead / G
         transfer = (L - h) * self._xfer
         ttft_d = wait + t_prefill + transfer
-        tpot_d = self._step_many(Bd + 1.0, Kd + L + half_out)
+        tpot_d = self._step_many(Bd + 1.0, Kd + L + half_out) + np.minimum(1.0, Pd / c) * self._chunk_many(
+            c, Bd + 1.0
+        )
         e2e_d = ttft_d + (out - 1.0) * tpot_d
         harm_d = q * t_prefill / G + Bd * join
 
@@ -399,10 +423,10 @@ class QueueAwareModel:
         cost_d = e2e_d + w * harm_d
         late_c = np.maximum(ttft_c / ttft_slo, tpot_c / tpot_slo)
         late_d = np.maximum(ttft_d / ttft_slo, tpot_d / tpot_slo)
-        ok_c, ok_d = late_c <= 1.0, late_d <= 1.0
+        ok_c, ok_d = late_c <= self._feasible, late_d <= self._feasible
         both = ok_c & ok_d
         by_cost = cost_d < cost_c
-        is_disagg = np.where(both, by_cost, np.where(ok_c | ok_d, ok_d, late_d < late_c))
+        is_disagg = np.where(both, by_cost, np.where(ok_c | ok_d, ok_d, late_d > late_c))
         sign = np.where(by_cost, 1.0, -1.0)
         diffs = np.stack(
             (
