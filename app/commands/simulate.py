@@ -92,9 +92,9 @@ def _numbers(text: str, flag: str) -> list[float]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from solver.costmodel import AnalyticalCostModel
     from solver.params import load_params
     from solver.profile_io import load_profile
+    from solver.routing.design import AnalyticalCostModel
     from solver.sim import (
         FleetConfig,
         LengthDistribution,

@@ -33,8 +33,8 @@ from heapq import heappop, heappush
 
 import numpy as np
 
-from solver.costmodel import DISAGGREGATED
 from solver.errors import InvalidSimConfig
+from solver.routing.types import DISAGGREGATED
 from solver.sim.engine import EngineGpu
 from solver.sim.fleet import FleetConfig
 from solver.sim.latency import StepLatency

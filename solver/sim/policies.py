@@ -31,8 +31,9 @@ import math
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
-from solver.costmodel import COLLOCATED, DISAGGREGATED, AnalyticalCostModel, Decision
 from solver.errors import InvalidSimConfig
+from solver.routing.design import AnalyticalCostModel
+from solver.routing.types import COLLOCATED, DISAGGREGATED, Decision
 
 POLICY_NAMES = ("collocated", "disaggregated", "threshold", "threshold-queue", "cost-model")
 

@@ -7,10 +7,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from solver.costmodel import COLLOCATED, DISAGGREGATED, AnalyticalCostModel
 from solver.errors import InvalidSimConfig
 from solver.params import params_from_dict
 from solver.profile_result import ProfileResult
+from solver.routing.design import AnalyticalCostModel
+from solver.routing.types import COLLOCATED, DISAGGREGATED
 from solver.sim import (
     POLICY_NAMES,
     BestStatic,
