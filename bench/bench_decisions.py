@@ -39,11 +39,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from solver.costmodel import AnalyticalCostModel
 from solver.fit import fit_profile
 from solver.params import load_params
 from solver.profile_io import load_profile
 from solver.profile_result import ProfileResult
+from solver.routing.design import AnalyticalCostModel
 from solver.sim import (
     BEST_STATIC,
     AlwaysCollocated,
