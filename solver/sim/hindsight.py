@@ -1,7 +1,9 @@
 """``best-static``: the static rules tuned with hindsight, per load, as a baseline.
 
 The grid: always-collocated, always-disaggregated, ``threshold`` at every prompt threshold of
-``thresholds``, and ``threshold-queue`` at every (threshold, queue limit) pair. Every rule of
+``thresholds``, and ``threshold-queue`` at every (threshold, queue limit) pair; by default
+thresholds 0 (always disaggregate a long-enough prompt) to 8,192 tokens and queue limits 1 to
+32, plus the threshold and queue limit the sweep's own rules run with (``make_policies``). Every rule of
 the grid runs on the same workload; the best by goodput is reported, under the name
 ``best-static`` with the winning rule as its setting (``best-static[threshold-queue T=1024
 Q=4]``). Goodputs within ``GOODPUT_TIE`` (relative) of the best are ties, broken by the lower
@@ -52,6 +54,15 @@ class BestStatic:
     queue_limits: tuple[int, ...] = DEFAULT_QUEUE_LIMITS
     name: str = "best-static"
 
+    def including(self, threshold_tokens: int, max_queue_depth: int) -> BestStatic:
+        """The grid with one more threshold and queue limit (the rules' configured ones, so
+        that ``best-static`` is never below ``threshold`` and ``threshold-queue`` as run)."""
+        return replace(
+            self,
+            thresholds=tuple(sorted({*self.thresholds, threshold_tokens})),
+            queue_limits=tuple(sorted({*self.queue_limits, max_queue_depth})),
+        )
+
     def rules(self) -> tuple[StaticRule, ...]:
         """The grid, simplest rules first."""
         return (
@@ -94,11 +105,11 @@ class StaticRuns:
         self.num_simulated = 0  # distinct runs actually simulated
 
     def records(self, rule: StaticRule) -> SimRecords:
-        """The run of ``rule``: an earlier identical run, or a new one."""
+        """The run of ``rule`` (named after it): an earlier identical run, or a new one."""
         for rec in self._runs:
             asked = rec.was_policy_asked
             if np.array_equal(rule_decisions(rule, rec)[asked], rec.is_disaggregated[asked]):
-                return rec
+                return rec if rec.policy == rule.name else replace(rec, policy=rule.name)
         rec = self._simulate(rule)
         self.num_simulated += 1
         self._runs.append(rec)

@@ -22,7 +22,7 @@ as an earlier run is not simulated again (``solver.sim.hindsight.StaticRuns``).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -73,10 +73,10 @@ def make_policies(
     threshold_tokens: int = 1000,
     max_queue_depth: int = 2,
 ) -> list[SweepEntry]:
-    """The sweep entries for ``names``: ``make_policy`` for each, ``BestStatic()`` for
-    ``best-static`` (default grid)."""
+    """The sweep entries for ``names``: ``make_policy`` for each, and for ``best-static`` the
+    default grid plus ``threshold_tokens`` and ``max_queue_depth``."""
     return [
-        BestStatic()
+        BestStatic().including(threshold_tokens, max_queue_depth)
         if name == BEST_STATIC
         else make_policy(
             name,
@@ -108,18 +108,19 @@ class SweepResult:
     def to_json_dict(self) -> dict[str, Any]:
         """Settings and metrics; non-finite numbers become None so the file is strict JSON."""
         return {
-            "settings": _finite(self.settings),
-            "results": [_finite(m.to_json_dict()) for m in self.metrics],
+            "settings": strict_json(self.settings),
+            "results": [strict_json(m.to_json_dict()) for m in self.metrics],
         }
 
 
-def _finite(value: Any) -> Any:
+def strict_json(value: Any) -> Any:
+    """``value`` with every non-finite float replaced by None (for strict JSON files)."""
     if isinstance(value, float):
         return value if np.isfinite(value) else None
     if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
+        return {k: strict_json(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_finite(v) for v in value]
+        return [strict_json(v) for v in value]
     return value
 
 
@@ -167,7 +168,7 @@ def run_sweep(
                 m, records = best_static_metrics(entry, static, score)
             elif isinstance(entry, STATIC_RULES):
                 records = static.records(entry)
-                m = replace(score(records), policy=entry.name)
+                m = score(records)
             else:
                 records = run(entry)
                 num_simulated += 1

@@ -168,8 +168,11 @@ def test_policy_names() -> None:
         assert make_policy(name, model=cost_model(), queue_model=queue_model()).name == name
     with pytest.raises(InvalidSimConfig, match="make_policies"):
         make_policy("best-static")
-    entries = make_policies(["threshold", "best-static"], threshold_tokens=77)
-    assert entries == [PromptThreshold(77), BestStatic()]
+    entries = make_policies(["threshold", "best-static"], threshold_tokens=77, max_queue_depth=3)
+    assert entries == [PromptThreshold(77), BestStatic().including(77, 3)]
+    grid = BestStatic().including(77, 3)
+    assert grid.thresholds == (0, 77, 256, 512, 1024, 2048, 4096, 8192)
+    assert grid.queue_limits == (1, 2, 3, 4, 8, 16, 32)
 
 
 class Spy:
