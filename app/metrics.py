@@ -13,7 +13,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from app.loop_metrics import LoopCounter, LoopHistogram
 from app.params_store import LoadedParams
-from solver.costmodel import RouteBreakdown
+from solver.routing.design import RouteBreakdown
 
 # Predicted end-to-end latencies span ~10 ms (short prompt, few tokens) to minutes.
 LATENCY_BUCKETS_S = (

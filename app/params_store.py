@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from solver.costmodel import AnalyticalCostModel
 from solver.errors import InvalidParams
 from solver.params import CostModelParams, parse_params, save_params
+from solver.routing.design import AnalyticalCostModel
 
 log = logging.getLogger("pdroute.params")
 

@@ -25,7 +25,8 @@ import numpy as np
 from app.http_protocol import HTTP_PROTOCOL, MAX_HEAD_BYTES
 from app.settings import embedded_params_path
 from bench.loadgen import LoadResult, run_load
-from solver.costmodel import AnalyticalCostModel
+from solver.params import load_params
+from solver.routing.design import AnalyticalCostModel
 
 BODY = json.dumps({"prompt_len": 1024, "predicted_output_len": 200, "system_load": 8}).encode()
 
@@ -91,7 +92,7 @@ def http_bench(params: str, connections: int, seconds: float, rounds: int) -> No
 
 
 def inprocess_bench(params: str) -> None:
-    model = AnalyticalCostModel.load_params(params)
+    model = AnalyticalCostModel(load_params(params))
     rng = np.random.default_rng(0)
     n = 1_000_000
     L = rng.integers(1, 8192, n)

@@ -29,6 +29,7 @@ The rules (every time in ms; docs/fitting.md explains how to read the result):
   over every (chunk, decode batch) point. How well the router's load-scaled form
   ``gamma * chunk * min(B, batch_thresh) / batch_thresh`` matches the same grid is reported too.
 - ``bandwidth_GBps`` and ``bytes_per_token``: taken from the profile as they are.
+- the queue-aware model's forms (``queue_aware``, schema version 2): ``solver.fit_queue``.
 
 Sums use ``math.fsum`` (correctly rounded), so the same profile gives bit-identical parameters
 on any machine: regenerating a params file from its profile reproduces it byte for byte.
@@ -50,42 +51,25 @@ from solver.fit_provenance import (
     profile_id,
 )
 from solver.fit_provenance import model_name as profile_model_name
-from solver.fit_report import FitReport, ParameterFit, Residual, fit_quality_summary, save_fit_report
+from solver.fit_queue import fit_queue_aware
+from solver.fit_report import (
+    POOR_FIT_R_SQUARED,
+    FitReport,
+    ParameterFit,
+    Residual,
+    fit_quality_summary,
+    quality_warnings,
+    residuals_of,
+    save_fit_report,
+)
 from solver.lstsq import affine, r_squared, slope_through_origin
 from solver.params import CostModelParams, ParamsMetadata
 from solver.profile_result import ProfileResult
 
 __all__ = ["FitReport", "ParameterFit", "Residual", "fit_profile", "save_fit_report"]
 
-POOR_FIT_R_SQUARED = 0.9  # warn below this R^2 ...
-CLOSE_FIT_RELATIVE = 0.05  # ... unless every point lies within 5% of the fit (flat data)
-FORM_BREAK_RELATIVE = 0.25  # warn when the form misses any single point by more than 25%
 FLAT_DECODE_TOLERANCE = 0.10  # decode "flat" if the fit rises < 10% at the largest batch
 KV_SPREAD_WARN = 0.25  # warn when the batch-1 step varies > 25% across kv_lens
-
-
-def _residuals(
-    labels: Sequence[str], measured: Sequence[float], fitted: Sequence[float]
-) -> tuple[Residual, ...]:
-    return tuple(
-        Residual(point=p, measured_ms=m, fitted_ms=f)
-        for p, m, f in zip(labels, measured, fitted, strict=True)
-    )
-
-
-def _quality_warnings(what: str, r2: float | None, residuals: Sequence[Residual]) -> list[str]:
-    """The poor-fit (R^2) and broken-form (one point far off) warnings shared by every fit."""
-    rel = [(abs(r.relative), r) for r in residuals if r.relative is not None]
-    worst_rel, worst = max(rel, key=lambda t: t[0]) if rel else (0.0, None)
-    out = []
-    if r2 is not None and r2 < POOR_FIT_R_SQUARED and worst_rel >= CLOSE_FIT_RELATIVE:
-        out.append(f"poor fit: {what} has R^2 = {r2:.3f} (< {POOR_FIT_R_SQUARED})")
-    if worst is not None and worst_rel > FORM_BREAK_RELATIVE:
-        out.append(
-            f"the form misses {worst.point} by {100 * (worst.relative or 0.0):+.0f}% "
-            f"(measured {worst.measured_ms:.4g} ms, fitted {worst.fitted_ms:.4g} ms)"
-        )
-    return out
 
 
 def _fit_alpha(table: Mapping[int, float]) -> ParameterFit:
@@ -99,10 +83,10 @@ def _fit_alpha(table: Mapping[int, float]) -> ParameterFit:
         raise FitError(f"alpha: prefill slope {alpha:.4g} ms/token is not positive; the profile is unusable")
     fitted = [alpha * v for v in x]
     r2 = r_squared(y, fitted)
-    res = _residuals([f"L={n}" for n in lens], y, fitted)
+    res = residuals_of([f"L={n}" for n in lens], y, fitted)
     slope, intercept = affine(x, y)
     r2_affine = r_squared(y, [slope * v + intercept for v in x])
-    warnings = _quality_warnings("alpha * L through the origin", r2, res)
+    warnings = quality_warnings("alpha * L through the origin", r2, res)
     if warnings and intercept > 0:
         warnings.append(
             f"the affine fit {slope:.4g} ms/token + {intercept:.4g} ms shows a fixed cost per prefill "
@@ -163,9 +147,9 @@ def _fit_decode(table: Mapping[tuple[int, int], float]) -> tuple[ParameterFit, P
     measured = [y for _, y in points]
     fitted = [beta if b <= thresh else beta * b / thresh for b, _ in points]
     r2 = r_squared(measured, fitted)
-    res = _residuals([f"kv={kv},b={b}" for kv, b in keys], measured, fitted)
+    res = residuals_of([f"kv={kv},b={b}" for kv, b in keys], measured, fitted)
     spread = max(batch1.values()) / min(batch1.values()) - 1.0
-    beta_warn = _quality_warnings("the decode form beta * max(1, b / batch_thresh)", r2, res)
+    beta_warn = quality_warnings("the decode form beta * max(1, b / batch_thresh)", r2, res)
     if spread > KV_SPREAD_WARN:
         beta_warn.append(
             f"the batch-1 step varies {100 * spread:.0f}% across kv_lens {sorted(batch1)}; the form has "
@@ -228,12 +212,12 @@ def _fit_gamma(table: Mapping[tuple[int, int], float], thresh: float) -> Paramet
     fitted = [gamma * c for c in chunks]
     r2 = r_squared(measured, fitted)
     labels = [f"chunk={c},B={b}" for c, b in keys]
-    res = _residuals(labels, measured, fitted)
+    res = residuals_of(labels, measured, fitted)
     scaled = [c * min(float(b), thresh) / thresh for c, b in keys]
     r2_router = r_squared(measured, [gamma * s for s in scaled])
     best_scaled = slope_through_origin(scaled, measured)
     r2_best_scaled = r_squared(measured, [best_scaled * s for s in scaled])
-    warnings = _quality_warnings("interference vs chunk tokens", r2, res)
+    warnings = quality_warnings("interference vs chunk tokens", r2, res)
     if r2_router is not None and r2_router < POOR_FIT_R_SQUARED:
         warnings.append(
             f"the router's load-scaled form gamma * chunk * min(B, batch_thresh) / batch_thresh matches "
@@ -304,7 +288,8 @@ def fit_profile(
     beta, thresh = _fit_decode(profile.T_decode)
     gamma = _fit_gamma(profile.T_interference, thresh.value)
     bandwidth, bpt = _passed_through(profile)
-    fits = (alpha, beta, thresh, gamma, bandwidth, bpt)
+    queue_params, queue_fits = fit_queue_aware(profile.T_prefill, profile.T_decode, profile.T_interference)
+    fits = (alpha, beta, thresh, gamma, bandwidth, bpt, *queue_fits)
     prov = profile.provenance
     pid = profile_id(profile)
     meta = ParamsMetadata(
@@ -333,6 +318,7 @@ def fit_profile(
         bandwidth_GBps=bandwidth.value,
         bytes_per_token=int(bpt.value),
         metadata=meta,
+        queue_aware=queue_params,
     )
     report = FitReport(
         model=meta.model,

@@ -24,6 +24,9 @@ from typing import Any
 from solver.jsonfile import write_json_atomic
 
 FIT_REPORT_SCHEMA_VERSION = 1
+POOR_FIT_R_SQUARED = 0.9  # warn below this R^2 ...
+CLOSE_FIT_RELATIVE = 0.05  # ... unless every point lies within 5% of the fit (flat data)
+FORM_BREAK_RELATIVE = 0.25  # warn when the form misses any single point by more than 25%
 
 
 @dataclass(frozen=True)
@@ -165,6 +168,31 @@ class FitReport:
         else:
             lines.append("warnings: none")
         return "\n".join(lines)
+
+
+def residuals_of(
+    labels: Sequence[str], measured: Sequence[float], fitted: Sequence[float]
+) -> tuple[Residual, ...]:
+    """One ``Residual`` per point, in order."""
+    return tuple(
+        Residual(point=p, measured_ms=m, fitted_ms=f)
+        for p, m, f in zip(labels, measured, fitted, strict=True)
+    )
+
+
+def quality_warnings(what: str, r2: float | None, residuals: Sequence[Residual]) -> list[str]:
+    """The poor-fit (R^2) and broken-form (one point far off) warnings shared by every fit."""
+    rel = [(abs(r.relative), r) for r in residuals if r.relative is not None]
+    worst_rel, worst = max(rel, key=lambda t: t[0]) if rel else (0.0, None)
+    out = []
+    if r2 is not None and r2 < POOR_FIT_R_SQUARED and worst_rel >= CLOSE_FIT_RELATIVE:
+        out.append(f"poor fit: {what} has R^2 = {r2:.3f} (< {POOR_FIT_R_SQUARED})")
+    if worst is not None and worst_rel > FORM_BREAK_RELATIVE:
+        out.append(
+            f"the form misses {worst.point} by {100 * (worst.relative or 0.0):+.0f}% "
+            f"(measured {worst.measured_ms:.4g} ms, fitted {worst.fitted_ms:.4g} ms)"
+        )
+    return out
 
 
 def _fmt_value(value: float) -> str:

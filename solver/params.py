@@ -31,8 +31,14 @@ from typing import Any
 
 from solver.errors import InvalidParams
 from solver.jsonfile import write_json_atomic
+from solver.queue_params import QueueAwareParams, queue_params_from_dict
 
+# Version 1: the design's six parameters. Version 2 adds the queue-aware model's forms under
+# "queue_aware" (solver.queue_params). A file is written with the lowest version that holds it,
+# so a params set without the second model keeps its version-1 bytes and params_id.
 SCHEMA_VERSION = 1
+SCHEMA_VERSION_QUEUE_AWARE = 2
+SUPPORTED_SCHEMA_VERSIONS = (SCHEMA_VERSION, SCHEMA_VERSION_QUEUE_AWARE)
 # Every parameter must lie in [PARAM_MIN, PARAM_MAX]: wide enough for any real GPU and model,
 # narrow enough that no predicted latency overflows a double for any request the API accepts
 # (prompts and outputs up to 2^24 tokens, loads up to 10^6), so answers are always finite JSON.
@@ -56,7 +62,7 @@ class ParamsMetadata:
 
 @dataclass(frozen=True)
 class CostModelParams:
-    """The analytical cost model's parameters (see ``solver.costmodel`` for the formulas)."""
+    """The analytical cost model's parameters (see ``solver.routing.design`` for the formulas)."""
 
     alpha: float  # ms per prompt token: t_prefill(L) = alpha * L
     beta: float  # ms per decode step in the memory-bound regime
@@ -65,7 +71,12 @@ class CostModelParams:
     bandwidth_GBps: float  # GB/s of the KV-cache path between prefill and decode GPUs
     bytes_per_token: int  # KV-cache bytes per token (layers x kv heads x head dim x 2 x dtype bytes)
     metadata: ParamsMetadata = field(default_factory=ParamsMetadata)
-    schema_version: int = SCHEMA_VERSION
+    queue_aware: QueueAwareParams | None = None  # the second model's forms (schema version 2)
+
+    @property
+    def schema_version(self) -> int:
+        """1 for the design's parameters alone, 2 when the queue-aware forms are present."""
+        return SCHEMA_VERSION if self.queue_aware is None else SCHEMA_VERSION_QUEUE_AWARE
 
     def __post_init__(self) -> None:
         for name in PARAM_NAMES:
@@ -84,11 +95,6 @@ class CostModelParams:
                 )
         if self.bytes_per_token != int(self.bytes_per_token):
             raise InvalidParams(f"bytes_per_token: must be an integer, got {self.bytes_per_token!r}")
-        if self.schema_version != SCHEMA_VERSION:
-            raise InvalidParams(
-                f"schema_version: unsupported version {self.schema_version!r} (this pdroute reads "
-                f"{SCHEMA_VERSION})"
-            )
 
     @property
     def transfer_rate_ms_per_token(self) -> float:
@@ -110,7 +116,7 @@ class CostModelParams:
     def to_dict(self) -> dict[str, Any]:
         """The JSON form written to ``params.json``."""
         meta = self.metadata
-        return {
+        out: dict[str, Any] = {
             "schema_version": self.schema_version,
             "alpha": self.alpha,
             "beta": self.beta,
@@ -128,6 +134,9 @@ class CostModelParams:
                 **dict(meta.extra),
             },
         }
+        if self.queue_aware is not None:
+            out["queue_aware"] = self.queue_aware.to_dict()
+        return out
 
     @property
     def params_id(self) -> str:
@@ -146,10 +155,18 @@ def params_from_dict(data: Any) -> CostModelParams:
     version = data.get("schema_version")
     if version is None:
         raise InvalidParams("schema_version: missing")
-    if isinstance(version, bool) or version != SCHEMA_VERSION:
+    if isinstance(version, bool) or not isinstance(version, int) or version not in SUPPORTED_SCHEMA_VERSIONS:
         raise InvalidParams(
-            f"schema_version: unsupported version {version!r} (this pdroute reads {SCHEMA_VERSION})"
+            f"schema_version: unsupported version {version!r} (this pdroute reads "
+            f"{', '.join(map(str, SUPPORTED_SCHEMA_VERSIONS))})"
         )
+    queue_aware = None
+    if version == SCHEMA_VERSION_QUEUE_AWARE:
+        if "queue_aware" not in data:
+            raise InvalidParams("queue_aware: missing (required by schema_version 2)")
+        queue_aware = queue_params_from_dict(data["queue_aware"])
+    elif "queue_aware" in data:
+        raise InvalidParams("queue_aware: needs schema_version 2")
     values: dict[str, float | int] = {}
     for name in PARAM_NAMES:
         if name not in data:
@@ -189,6 +206,7 @@ def params_from_dict(data: Any) -> CostModelParams:
         bandwidth_GBps=float(values["bandwidth_GBps"]),
         bytes_per_token=int(values["bytes_per_token"]),
         metadata=meta,
+        queue_aware=queue_aware,
     )
 
 

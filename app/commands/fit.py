@@ -12,8 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from app.cli import CliError
-from solver.costmodel import AnalyticalCostModel
+from solver.fit import fit_profile, save_fit_report
 from solver.fit_report import fit_report_path
+from solver.params import save_params
+from solver.profile_io import load_profile
 
 
 def register(sub: Any) -> None:
@@ -31,14 +33,16 @@ def register(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        model, report = AnalyticalCostModel.fit_with_report(
-            args.profile, save_params_path=args.output, model_name=args.model, hardware=args.hardware
+        params, report = fit_profile(
+            load_profile(args.profile), model_name=args.model, hardware=args.hardware
         )
+        saved = save_params(params, args.output)
+        save_fit_report(report, fit_report_path(saved))
     except OSError as exc:  # reading errors are InvalidProfile already: this is the writing
         raise CliError(f"cannot write {args.output} ({exc.strerror or exc})") from None
     print(report.format_table())
     print()
-    print(f"wrote {args.output} (params_id {model.params.params_id})")
+    print(f"wrote {args.output} (params_id {params.params_id})")
     print(f"wrote {fit_report_path(args.output)}")
-    print(f"break-even load {model.break_even_load:.3f}")
+    print(f"break-even load {params.break_even_load:.3f}")
     return 0

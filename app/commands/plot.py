@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from app.cli import CliError
-from solver.costmodel import AnalyticalCostModel
+from solver.params import load_params
+from solver.routing.design import AnalyticalCostModel
 
 
 def register(sub: Any) -> None:
@@ -36,14 +37,18 @@ def run(args: argparse.Namespace) -> int:
             raise CliError(f"{flag}: must be >= 1, got {value}")
     if importlib.util.find_spec("matplotlib") is None:
         raise CliError("plotting needs matplotlib: pip install 'pdroute[plots]'")
-    model = AnalyticalCostModel.load_params(args.params)
+    model = AnalyticalCostModel(load_params(args.params))
     profile = None
     if args.profile is not None:
         from solver.profile_io import load_profile
 
         profile = load_profile(args.profile)
     try:
-        paths = model.plot_all(args.output_dir, args.output_len, args.chunk_size, profile=profile)
+        from solver.plots.costmodel import plot_all
+
+        paths = plot_all(
+            model, args.output_dir, output_len=args.output_len, chunk_size=args.chunk_size, profile=profile
+        )
     except OSError as exc:
         raise CliError(f"cannot write the plots into {args.output_dir} ({exc.strerror or exc})") from None
     for path in paths:

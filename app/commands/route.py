@@ -9,8 +9,8 @@ from typing import Any
 
 from app.params_store import read_params_file
 from app.settings import embedded_params_path
-from solver.costmodel import AnalyticalCostModel
 from solver.errors import PdrouteError
+from solver.routing.design import AnalyticalCostModel
 
 
 class BadArgument(PdrouteError):

@@ -12,6 +12,7 @@ Writes ``results.json`` (settings and every metric), ``results.md`` (the table i
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import sys
@@ -35,7 +36,11 @@ def register(sub: Any) -> None:
     )
     src = p.add_argument_group("inputs")
     src.add_argument("--profile", type=Path, required=True, help="profile JSON (or .pt) with the tables")
-    src.add_argument("--params", type=Path, help="params.json for the cost-model policy (default: embedded)")
+    src.add_argument(
+        "--params",
+        type=Path,
+        help="params.json for the cost-model and queue-aware policies (default: embedded)",
+    )
     load = src.add_mutually_exclusive_group(required=True)
     load.add_argument("--trace", type=Path, help="trace CSV: Azure format or timestamp_s,prompt,output")
     load.add_argument("--poisson", type=int, metavar="N", help="generate N Poisson arrivals instead")
@@ -54,11 +59,17 @@ def register(sub: Any) -> None:
         "--policies",
         default="all",
         help="all (default), or a comma list of: collocated, disaggregated, threshold, "
-        "threshold-queue, cost-model",
+        "threshold-queue, cost-model, best-static (the best static rule of a grid, per load)",
     )
     sweep.add_argument("--threshold", type=int, default=1000, help="prompt tokens for the threshold rules")
     sweep.add_argument("--max-prefill-queue", type=int, default=2, help="threshold-queue: queue depth limit")
     sweep.add_argument("--predict", default="exact", help="output-length prediction: exact | mean | fixed:N")
+    sweep.add_argument(
+        "--shed",
+        action="store_true",
+        help="the gateway drops a request its policy answers infeasible (no path meets the SLO): "
+        "counted as an SLO miss, out of the served latencies",
+    )
     fleet = p.add_argument_group("fleet")
     fleet.add_argument("--topology", default="conditional", choices=("conditional", "pools"))
     fleet.add_argument("--prefill-gpus", type=int, default=2)
@@ -86,16 +97,17 @@ def _numbers(text: str, flag: str) -> list[float]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from solver.costmodel import AnalyticalCostModel
     from solver.params import load_params
     from solver.profile_io import load_profile
+    from solver.routing.design import AnalyticalCostModel
+    from solver.routing.queue_aware import QueueAwareModel
     from solver.sim import (
         FleetConfig,
         LengthDistribution,
         SloLimits,
         format_markdown,
         format_table,
-        make_policy,
+        make_policies,
         parse_length_spec,
         parse_policy_names,
         parse_prediction,
@@ -111,11 +123,22 @@ def run(args: argparse.Namespace) -> int:
     prediction = parse_prediction(args.predict)
     slo = SloLimits(args.ttft_slo_ms, args.tpot_slo_ms)
     profile = load_profile(args.profile)
-    model = None
-    if "cost-model" in names:
+    model = queue_model = None
+    notes: list[str] = []
+    if "cost-model" in names or "queue-aware" in names:
         from app.settings import embedded_params_path
 
-        model = AnalyticalCostModel(load_params(args.params or embedded_params_path()))
+        params = load_params(args.params or embedded_params_path())
+        model = AnalyticalCostModel(params)
+        if "queue-aware" in names:
+            if params.queue_aware is None:
+                # A version-1 params file: the queue-aware forms come from the profile itself.
+                from solver.fit_queue import fit_queue_aware
+
+                forms, _fits = fit_queue_aware(profile.T_prefill, profile.T_decode, profile.T_interference)
+                params = dataclasses.replace(params, queue_aware=forms)
+                notes.append("queue-aware: the params have no queue-aware forms; fitted them from --profile")
+            queue_model = QueueAwareModel(params)
     chunk = args.chunk_size if args.chunk_size is not None else StepLatency(profile).max_chunk
     fleet = FleetConfig(
         topology=args.topology,
@@ -147,10 +170,13 @@ def run(args: argparse.Namespace) -> int:
         workloads = [base.scaled(s) for s in _numbers(args.scales, "--scales")]
     else:
         workloads = [base]
-    policies = [
-        make_policy(n, model=model, threshold_tokens=args.threshold, max_queue_depth=args.max_prefill_queue)
-        for n in names
-    ]
+    policies = make_policies(
+        names,
+        model=model,
+        queue_model=queue_model,
+        threshold_tokens=args.threshold,
+        max_queue_depth=args.max_prefill_queue,
+    )
     out: Path = args.output
     try:  # before the simulation, so an unusable folder does not waste a long run
         out.mkdir(parents=True, exist_ok=True)
@@ -161,12 +187,17 @@ def run(args: argparse.Namespace) -> int:
         f"from {base.source}; {fleet.describe()}, chunk {fleet.chunk_size}",
         file=sys.stderr,
     )
+    for note in notes:
+        print(note, file=sys.stderr)
     started = time.perf_counter()
-    result = run_sweep(profile, workloads, policies, fleet, prediction, slo)
+    result = run_sweep(profile, workloads, policies, fleet, prediction, slo, shed=args.shed)
     elapsed = time.perf_counter() - started
     table = format_table(result.metrics)
     print(table)
-    print(f"({len(result.metrics)} runs in {elapsed:.1f} s; latencies in ms, rates in requests/s)")
+    print(
+        f"({len(result.metrics)} rows, {result.settings['num_runs_simulated']} runs in {elapsed:.1f} s; "
+        "latencies in ms, rates in requests/s)"
+    )
     # Strict JSON: paths and non-finite numbers (an SLO of inf means "no limit") as text.
     arguments = {
         k: v if isinstance(v, int | None) or (isinstance(v, float) and math.isfinite(v)) else str(v)

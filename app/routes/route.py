@@ -23,7 +23,7 @@ from app.metrics import Metrics
 from app.params_store import ParamsStore
 from app.schemas import Breakdown, RouteBatchRequest, RouteBatchResponse, RouteRequest, RouteResponse
 from app.settings import Settings
-from solver.costmodel import RouteBreakdown
+from solver.routing.design import RouteBreakdown
 
 JSON = "application/json"
 M = TypeVar("M", bound=BaseModel)
@@ -135,20 +135,8 @@ class RouteHandler:
             [r.system_load for r in reqs],
             [r.decode_batch_size for r in reqs],
         )
-        columns = zip(
-            batch.decisions(),
-            batch.t_collocated_ms.tolist(),
-            batch.t_disaggregated_ms.tolist(),
-            batch.prefill_ms.tolist(),
-            batch.transfer_ms.tolist(),
-            batch.interference_ms.tolist(),
-            batch.decode_collocated_ms.tolist(),
-            batch.decode_disaggregated_ms.tolist(),
-            strict=True,
-        )
         results = []
-        for req, row in zip(reqs, columns, strict=True):
-            b = RouteBreakdown(*row)
+        for req, b in zip(reqs, batch.rows(), strict=True):
             self.record(b, req.system_load, req.decode_batch_size)
             results.append(_response(b, snapshot.params_id, req.request_id))
         out = RouteBatchResponse.model_construct(results=results, params_id=snapshot.params_id)

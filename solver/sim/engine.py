@@ -16,6 +16,10 @@ time of each of its steps is computed up front, in the same floating-point opera
 step at a time, and the event loop sees one event. An admission during a run cuts it after the
 step in flight (``version`` tells the loop which event is live), so results are bit-identical
 to one event per step.
+
+Gateway figures kept as counters (updated on routing, chunk scheduling and finishes, never by
+scanning): ``pending_prefill_tokens`` (prompt tokens routed here for local prefill and not yet
+carried by a started step) and, through ``kv_offset_sum``, ``context_tokens(t)``.
 """
 
 from __future__ import annotations
@@ -50,6 +54,7 @@ class EngineGpu:
         "num_assigned",
         "num_decoding",
         "output",
+        "pending_prefill_tokens",
         "prefill_queue",
         "prompt",
         "run_ends",
@@ -85,6 +90,9 @@ class EngineGpu:
         self.prefill_queue: deque[list[int]] = deque()  # [request id, tokens done, prompt_len]
         self.waiting: deque[tuple[int, bool]] = deque()  # (request id, needs local prefill)
         self.num_assigned = 0  # requests routed here and not finished
+        # Prompt tokens routed here for local prefill, not yet in a started step (the caller
+        # adds a prompt when it routes it here; ``start`` takes each chunk off).
+        self.pending_prefill_tokens = 0
         self.link_free_ms = 0.0  # when the KV link into this GPU is next free
         self.is_busy = False  # a step (or run) is in flight
         self.step_batch = 0  # decodes in the step in flight
@@ -98,6 +106,15 @@ class EngineGpu:
     def num_running(self) -> int:
         """Requests holding a batch slot: decoding, prefilling, or finishing a prefill now."""
         return self.num_decoding + len(self.prefill_queue) + len(self.step_prefilled)
+
+    def context_tokens(self, t: float) -> int:
+        """KV tokens the running decodes read in the step in flight at ``t`` (in the next step
+        when idle): ``sum(prompt_len + s - s0)`` over the batch, ``s`` that step's number."""
+        s = self.step_count
+        ends = self.run_ends
+        if ends is not None:  # a run in flight: which of its steps is running at t
+            s = self.run_start + min(bisect_right(ends, t), len(ends) - 1) + 1
+        return self.kv_offset_sum + self.num_decoding * s
 
     def add_prefill(self, rid: int) -> None:
         """Queue request ``rid``'s prompt for chunked prefill here."""
@@ -147,6 +164,7 @@ class EngineGpu:
                 dur += lat.interference_ms(chunk, b)
         else:
             dur = alone_ms
+        self.pending_prefill_tokens -= chunk
         self.step_prefilled = done_now
         self.run_steps = 1
         return t + dur

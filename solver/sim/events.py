@@ -15,6 +15,14 @@ FIFO queue shared by the pool. When a prefill ends, its KV cache goes over the l
 decode GPU chosen at arrival; transfers into one GPU run one after another, each taking
 ``prompt_len * bytes_per_token / bandwidth``.
 
+The gateway's view (``RouteView``) is read from counters kept up to date as work moves (the
+prefill pool's queued and running prompt tokens here, each engine's pending prefill tokens
+and decode context in ``solver.sim.engine``), so building it costs the same at any load.
+
+A policy's answer may say that no path meets the SLO (``is_infeasible``). With ``shed=True``
+the gateway drops such a request: it never enters the fleet, has no first token nor finish
+(NaN in the records) and counts as an SLO miss.
+
 Run with ``python -m bench.bench_sim`` to time 100,000 requests.
 """
 
@@ -25,13 +33,14 @@ from heapq import heappop, heappush
 
 import numpy as np
 
-from solver.costmodel import DISAGGREGATED
 from solver.errors import InvalidSimConfig
+from solver.routing.types import DISAGGREGATED
 from solver.sim.engine import EngineGpu
 from solver.sim.fleet import FleetConfig
 from solver.sim.latency import StepLatency
 from solver.sim.policies import Policy, RouteView
-from solver.sim.records import SimRecords
+from solver.sim.records import SimRecords, view_columns
+from solver.sim.report import SloLimits
 from solver.sim.workload import Workload
 
 _STEP_END, _PREFILL_END, _TRANSFER_END = 0, 1, 2
@@ -41,42 +50,51 @@ class ClusterSimulation:
     """One run of one policy over one workload on one fleet."""
 
     def __init__(
-        self, fleet: FleetConfig, latency: StepLatency, policy: Policy, *, use_runs: bool = True
+        self,
+        fleet: FleetConfig,
+        latency: StepLatency,
+        policy: Policy,
+        *,
+        use_runs: bool = True,
+        slo: SloLimits | None = None,
+        shed: bool = False,
     ) -> None:
         self.fleet = fleet
         self.latency = latency
         self.policy = policy
         # False: one event per engine step (slower; the reference the runs are tested against).
         self.use_runs = use_runs
+        self.slo = slo or SloLimits()  # shown to the policy in every view
+        self.shed = shed  # drop the requests the policy answers infeasible
 
     def run(self, workload: Workload, predicted_output_len: np.ndarray) -> SimRecords:
         """Simulate every request of ``workload`` to completion and return the records."""
         n = workload.num_requests
         if len(predicted_output_len) != n:
             raise InvalidSimConfig("one output-length prediction per request is needed")
-        state = _RunState(
-            self.fleet, self.latency, self.policy, workload, predicted_output_len, self.use_runs
-        )
+        state = self.prepare(workload, predicted_output_len)
         state.run()
         return state.records(self.policy.name)
 
+    def prepare(self, workload: Workload, predicted_output_len: np.ndarray) -> RunState:
+        """The state of a run not yet started (``run`` calls its ``run()``; tests inspect it)."""
+        return RunState(self, workload, predicted_output_len)
 
-class _RunState:
+
+class RunState:
     """The mutable state of one run (kept apart so ``ClusterSimulation`` can be reused)."""
 
-    def __init__(
-        self,
-        fleet: FleetConfig,
-        latency: StepLatency,
-        policy: Policy,
-        workload: Workload,
-        predicted: np.ndarray,
-        use_runs: bool,
-    ) -> None:
+    def __init__(self, sim: ClusterSimulation, workload: Workload, predicted: np.ndarray) -> None:
         n = workload.num_requests
+        fleet = sim.fleet
+        latency = sim.latency
+        use_runs = sim.use_runs
         self.fleet = fleet
         self.lat = latency
-        self.policy = policy
+        self.policy = sim.policy
+        self.ttft_slo_ms = sim.slo.ttft_ms
+        self.tpot_slo_ms = sim.slo.tpot_ms
+        self.shed = sim.shed
         self.arrival_ms: list[float] = (workload.arrival_s * 1000.0).tolist()
         self.prompt: list[int] = workload.prompt_len.tolist()
         self.output: list[int] = workload.output_len.tolist()
@@ -85,9 +103,12 @@ class _RunState:
         self.finish = [float("nan")] * n
         self.is_disagg = [False] * n
         self.was_asked = [False] * n
-        self.view_load = [0] * n
-        self.view_batch = [0] * n
-        self.view_queue = [0] * n
+        self.views: list[RouteView] = []  # what the gateway saw, per arrival
+        nan = float("nan")
+        self.predicted_ttft = [nan] * n  # the policy's predictions (NaN: none)
+        self.predicted_e2e = [nan] * n
+        self.is_infeasible = [False] * n
+        self.is_shed = [False] * n
         self.tokens = [0] * n
         self.finish_count = [0] * n
         self.dest = [0] * n  # engine index serving the request's decode
@@ -107,6 +128,8 @@ class _RunState:
             self.decode_pool = self.engines[fleet.num_mixed :]
         self.prefill_free = list(range(fleet.num_prefill))  # a heap of idle prefill GPU indices
         self.prefill_queue: deque[int] = deque()
+        self.prefill_queue_tokens = 0  # prompt tokens in prefill_queue
+        self.prefill_inflight_tokens = 0  # prompt tokens of the prefills running now
         self.ask_policy = fleet.can_collocate and fleet.can_disaggregate
 
     # --- the loop ---------------------------------------------------------------------------
@@ -148,14 +171,53 @@ class _RunState:
     def _arrive(self, rid: int, t: float) -> None:
         colloc = self._least_loaded(self.colloc_pool)
         target = colloc if self.fleet.topology == "conditional" else self._least_loaded(self.decode_pool)
-        load = colloc.num_decoding if colloc is not None else 0
-        batch = target.num_decoding if target is not None else 0
-        depth = len(self.prefill_queue)
-        self.view_load[rid], self.view_batch[rid], self.view_queue[rid] = load, batch, depth
+        load = colloc_kv = pending = waiting = 0
+        if colloc is not None:
+            load = colloc.num_decoding
+            colloc_kv = colloc.context_tokens(t)
+            pending = colloc.pending_prefill_tokens
+            waiting = len(colloc.waiting)
+        if target is colloc:
+            batch, target_kv, target_pending = load, colloc_kv, pending
+        elif target is not None:
+            batch, target_kv = target.num_decoding, target.context_tokens(t)
+            target_pending = target.pending_prefill_tokens
+        else:
+            batch = target_kv = target_pending = 0
+        num_prefill = self.fleet.num_prefill
+        view = RouteView(
+            self.prompt[rid],
+            self.predicted[rid],
+            load,
+            batch,
+            len(self.prefill_queue),
+            self.fleet.chunk_size,
+            colloc_kv,
+            pending,
+            waiting,
+            target_kv,
+            target_pending,
+            self.prefill_queue_tokens,
+            num_prefill - len(self.prefill_free),
+            self.prefill_inflight_tokens,
+            num_prefill,
+            self.ttft_slo_ms,
+            self.tpot_slo_ms,
+        )
+        self.views.append(view)
         if self.ask_policy:
             self.was_asked[rid] = True
-            view = RouteView(self.prompt[rid], self.predicted[rid], load, batch, depth, self.fleet.chunk_size)
-            disagg = self.policy.decide(view) == DISAGGREGATED
+            answer = self.policy.decide(view)
+            if answer.predicted_ttft_ms is not None:
+                self.predicted_ttft[rid] = answer.predicted_ttft_ms
+            if answer.predicted_e2e_ms is not None:
+                self.predicted_e2e[rid] = answer.predicted_e2e_ms
+            if answer.is_infeasible:
+                self.is_infeasible[rid] = True
+                if self.shed:  # the gateway drops it: it never enters the fleet
+                    self.is_shed[rid] = True
+                    return
+            disagg = answer.decision == DISAGGREGATED
         else:
             disagg = not self.fleet.can_collocate
         if disagg and target is not None:
@@ -163,9 +225,11 @@ class _RunState:
             target.num_assigned += 1
             self.dest[rid] = target.index
             self.prefill_queue.append(rid)
+            self.prefill_queue_tokens += self.prompt[rid]
             self._start_prefills(t)
         elif colloc is not None:
             colloc.num_assigned += 1
+            colloc.pending_prefill_tokens += self.prompt[rid]
             self.dest[rid] = colloc.index
             self._admit(colloc, rid, True, t)
 
@@ -225,11 +289,15 @@ class _RunState:
         while free and queue:
             g = heappop(free)
             rid = queue.popleft()
+            prompt = self.prompt[rid]
+            self.prefill_queue_tokens -= prompt
+            self.prefill_inflight_tokens += prompt
             self.num_prefill_forwards += 1
-            self._push(t + self.lat.prefill_ms(self.prompt[rid]), _PREFILL_END, g, rid)
+            self._push(t + self.lat.prefill_ms(prompt), _PREFILL_END, g, rid)
 
     def _end_prefill(self, g: int, rid: int, t: float) -> None:
         heappush(self.prefill_free, g)
+        self.prefill_inflight_tokens -= self.prompt[rid]
         gpu = self.engines[self.dest[rid]]
         start = t if t > gpu.link_free_ms else gpu.link_free_ms
         gpu.link_free_ms = start + self.lat.transfer_ms(self.prompt[rid])
@@ -257,9 +325,11 @@ class _RunState:
             predicted_output_len=np.asarray(self.predicted, dtype=i64),
             is_disaggregated=np.asarray(self.is_disagg, dtype=np.bool_),
             was_policy_asked=np.asarray(self.was_asked, dtype=np.bool_),
-            system_load=np.asarray(self.view_load, dtype=i64),
-            decode_batch_size=np.asarray(self.view_batch, dtype=i64),
-            prefill_queue_depth=np.asarray(self.view_queue, dtype=i64),
+            **view_columns(self.views),
+            predicted_ttft_ms=np.asarray(self.predicted_ttft, dtype=f64),
+            predicted_e2e_ms=np.asarray(self.predicted_e2e, dtype=f64),
+            is_infeasible=np.asarray(self.is_infeasible, dtype=np.bool_),
+            is_shed=np.asarray(self.is_shed, dtype=np.bool_),
             engine_index=np.asarray(self.dest, dtype=i64),
             tokens_generated=np.asarray(self.tokens, dtype=i64),
             finish_count=np.asarray(self.finish_count, dtype=i64),

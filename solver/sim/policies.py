@@ -1,8 +1,10 @@
 """Routing policies: each sees only what a gateway sees when a request arrives.
 
-A policy is a small object with one method, ``decide(view) -> Decision``. The ``RouteView``
-holds the request's prompt length, the output-length prediction, and the live load of the
-candidate GPUs; never the true output length (unless the prediction is exact) nor the future.
+A policy is a small object with one method, ``decide(view) -> PolicyAnswer``. The ``RouteView``
+holds the request's prompt length, the output-length prediction, the live load of the
+candidate GPUs and the run's SLO targets; never the true output length (unless the prediction
+is exact) nor the future. The answer carries the decision and, for policies that predict, the
+chosen path's predicted TTFT and end-to-end latency and whether no path meets the SLO.
 
 Policies (names as on the command line):
 
@@ -12,35 +14,87 @@ Policies (names as on the command line):
 - ``threshold-queue``: disaggregate when the prompt is longer than N tokens *and* fewer than Q
   requests wait in the prefill queue (NVIDIA Dynamo's conditional disaggregation rule,
   ``max_local_prefill_length`` and ``max_prefill_queue_size``).
-- ``cost-model``: pdroute's ``AnalyticalCostModel.route`` with the live ``system_load`` and
-  ``decode_batch_size``.
+- ``cost-model``: pdroute's ``AnalyticalCostModel.explain`` with the live ``system_load`` and
+  ``decode_batch_size``; it predicts the chosen path's latency (``CostModelPolicy``).
+- ``queue-aware``: pdroute's queue-, harm- and SLO-aware model (``QueueAwareModel``) on
+  every signal of the view; it predicts the chosen path's TTFT and end-to-end latency and
+  answers infeasible when no path meets the run's SLO (``QueueAwarePolicy``).
+- ``best-static`` (sweeps only, ``solver.sim.hindsight``): the best of a grid of the rules
+  above, chosen per load with hindsight.
+
+To add a policy: write a class with ``name`` and ``decide(view) -> PolicyAnswer``, add its
+name to ``POLICY_NAMES`` and a branch to ``make_policy`` (with a keyword argument for whatever
+it is built from, e.g. fitted parameters); ``make_policies``, ``pdroute simulate --policies``
+and ``bench.bench_decisions`` then accept the name.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
-import numpy as np
-import numpy.typing as npt
-
-from solver.costmodel import COLLOCATED, DISAGGREGATED, AnalyticalCostModel, Decision
 from solver.errors import InvalidSimConfig
-from solver.sim.workload import Workload
+from solver.routing.design import AnalyticalCostModel
+from solver.routing.queue_aware import QueueAwareModel
+from solver.routing.types import COLLOCATED, DISAGGREGATED, Decision, RouteInputs
 
-POLICY_NAMES = ("collocated", "disaggregated", "threshold", "threshold-queue", "cost-model")
+POLICY_NAMES = ("collocated", "disaggregated", "threshold", "threshold-queue", "cost-model", "queue-aware")
 
 
-@dataclass(frozen=True, slots=True)
-class RouteView:
-    """What the gateway knows about one request and the fleet when the request arrives."""
+class RouteView(NamedTuple):
+    """What the gateway knows about one request and the fleet when the request arrives.
+
+    Immutable like the core's frozen dataclasses, but a ``NamedTuple``: the simulator builds one
+    per request in its hot loop, and a 16-field tuple is built five times faster.
+
+    "Collocation GPU": the GPU that would prefill the request locally (the least-loaded decode
+    GPU, or mixed GPU in the pools topology); "decode target": the GPU that would decode it if
+    disaggregated (the same GPU in the conditional topology). Context tokens are counted for
+    the engine step in flight: a decode that joined at step ``s0`` reads ``prompt_len + s - s0``
+    KV tokens in step ``s``. Prefill tokens already carried by a started step count as done.
+    """
 
     prompt_len: int  # tokens
     predicted_output_len: int  # tokens, from the configured predictor
-    system_load: int  # decodes running on the GPU where the request would be collocated
-    decode_batch_size: int  # decodes running on the GPU it would be sent to if disaggregated
-    prefill_queue_depth: int  # requests waiting (not running) for a prefill GPU
-    chunk_size: int  # prefill tokens per engine step on the collocating GPU
+    system_load: int  # decodes running on the collocation GPU
+    decode_batch_size: int  # decodes running on the decode target
+    prefill_queue_depth: int  # requests waiting (not started) for a prefill GPU
+    chunk_size: int  # prefill tokens per engine step on the collocation GPU
+    colloc_context_tokens: int = 0  # KV tokens of the collocation GPU's running decodes
+    # Prompt tokens routed to the collocation GPU for local prefill and not yet in a started
+    # step: the rest of its chunked-prefill queue plus prompts waiting for a batch slot.
+    colloc_pending_prefill_tokens: int = 0
+    colloc_num_waiting: int = 0  # requests waiting for a batch slot on the collocation GPU
+    decode_context_tokens: int = 0  # KV tokens of the decode target's running decodes
+    # Prompt tokens pending local prefill on the decode target (as on the collocation GPU).
+    decode_pending_prefill_tokens: int = 0
+    prefill_queue_tokens: int = 0  # prompt tokens of the requests waiting for a prefill GPU
+    prefill_inflight: int = 0  # prefills running now on prefill GPUs
+    prefill_inflight_tokens: int = 0  # their prompt tokens
+    num_prefill_gpus: int = 0  # prefill GPUs in the fleet
+    ttft_slo_ms: float = math.inf  # the run's TTFT target (ms)
+    tpot_slo_ms: float = math.inf  # the run's TPOT target (ms)
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyAnswer:
+    """A policy's answer for one request.
+
+    ``predicted_ttft_ms`` and ``predicted_e2e_ms`` are the policy's own predictions for the
+    path it chose (None when it does not predict); the simulator compares them with what the
+    run produced. ``is_infeasible`` means "no path meets the SLO": a gateway that sheds
+    (``shed=True`` in the simulator) drops the request instead of routing it.
+    """
+
+    decision: Decision
+    predicted_ttft_ms: float | None = None
+    predicted_e2e_ms: float | None = None
+    is_infeasible: bool = False
+
+
+ANSWER_COLLOCATED = PolicyAnswer(COLLOCATED)
+ANSWER_DISAGGREGATED = PolicyAnswer(DISAGGREGATED)
 
 
 class Policy(Protocol):
@@ -49,23 +103,23 @@ class Policy(Protocol):
     @property
     def name(self) -> str: ...
 
-    def decide(self, view: RouteView) -> Decision: ...
+    def decide(self, view: RouteView) -> PolicyAnswer: ...
 
 
 @dataclass(frozen=True)
 class AlwaysCollocated:
     name: str = "collocated"
 
-    def decide(self, view: RouteView) -> Decision:
-        return COLLOCATED
+    def decide(self, view: RouteView) -> PolicyAnswer:
+        return ANSWER_COLLOCATED
 
 
 @dataclass(frozen=True)
 class AlwaysDisaggregated:
     name: str = "disaggregated"
 
-    def decide(self, view: RouteView) -> Decision:
-        return DISAGGREGATED
+    def decide(self, view: RouteView) -> PolicyAnswer:
+        return ANSWER_DISAGGREGATED
 
 
 @dataclass(frozen=True)
@@ -75,8 +129,12 @@ class PromptThreshold:
     threshold_tokens: int = 1000
     name: str = "threshold"
 
-    def decide(self, view: RouteView) -> Decision:
-        return DISAGGREGATED if view.prompt_len > self.threshold_tokens else COLLOCATED
+    @property
+    def setting(self) -> str:
+        return f"threshold T={self.threshold_tokens}"
+
+    def decide(self, view: RouteView) -> PolicyAnswer:
+        return ANSWER_DISAGGREGATED if view.prompt_len > self.threshold_tokens else ANSWER_COLLOCATED
 
 
 @dataclass(frozen=True)
@@ -92,14 +150,24 @@ class PromptAndQueueThreshold:
     max_queue_depth: int = 2
     name: str = "threshold-queue"
 
-    def decide(self, view: RouteView) -> Decision:
+    @property
+    def setting(self) -> str:
+        return f"threshold-queue T={self.threshold_tokens} Q={self.max_queue_depth}"
+
+    def decide(self, view: RouteView) -> PolicyAnswer:
         if view.prompt_len > self.threshold_tokens and view.prefill_queue_depth < self.max_queue_depth:
-            return DISAGGREGATED
-        return COLLOCATED
+            return ANSWER_DISAGGREGATED
+        return ANSWER_COLLOCATED
 
 
 class CostModelPolicy:
-    """pdroute's analytical model: ``route(L, predicted_out, system_load, decode_batch)``."""
+    """pdroute's analytical model: ``explain(L, predicted_out, system_load, decode_batch)``.
+
+    Its predictions for the chosen path, from the same breakdown: end-to-end latency is
+    ``t_collocated_ms`` or ``t_disaggregated_ms``; TTFT is ``prefill_ms`` plus
+    ``interference_ms`` when collocated, plus ``transfer_ms`` when disaggregated. It never
+    answers infeasible (the design's model has no SLO).
+    """
 
     def __init__(self, model: AnalyticalCostModel, name: str = "cost-model") -> None:
         self.model = model
@@ -109,21 +177,66 @@ class CostModelPolicy:
     def name(self) -> str:
         return self._name
 
-    def decide(self, view: RouteView) -> Decision:
-        decision, _t_c, _t_d = self.model.route(
+    def decide(self, view: RouteView) -> PolicyAnswer:
+        b = self.model.explain(
             view.prompt_len,
             view.predicted_output_len,
             view.system_load,
             view.decode_batch_size,
             view.chunk_size,
         )
-        return decision
+        if b.decision == DISAGGREGATED:
+            return PolicyAnswer(b.decision, b.prefill_ms + b.transfer_ms, b.t_disaggregated_ms)
+        return PolicyAnswer(b.decision, b.prefill_ms + b.interference_ms, b.t_collocated_ms)
+
+
+def view_inputs(view: RouteView) -> RouteInputs:
+    """The ``/route`` inputs a gateway would send for ``view`` (every field reported; a
+    ``RouteView`` holds no prefix-cache hits, so none are reported)."""
+    return RouteInputs(
+        prompt_len=view.prompt_len,
+        predicted_output_len=view.predicted_output_len,
+        system_load=view.system_load,
+        decode_batch_size=view.decode_batch_size,
+        chunk_size=view.chunk_size,
+        prefill_queue_requests=view.prefill_queue_depth,
+        prefill_queue_tokens=view.prefill_queue_tokens,
+        prefill_running_requests=view.prefill_inflight,
+        prefill_pool_gpus=max(view.num_prefill_gpus, 1),
+        pending_prefill_tokens=view.colloc_pending_prefill_tokens,
+        decode_pending_prefill_tokens=view.decode_pending_prefill_tokens,
+        colloc_context_tokens=view.colloc_context_tokens,
+        decode_context_tokens=view.decode_context_tokens,
+        cached_prompt_tokens=0,
+        ttft_slo_ms=None if math.isinf(view.ttft_slo_ms) else view.ttft_slo_ms,
+        tpot_slo_ms=None if math.isinf(view.tpot_slo_ms) else view.tpot_slo_ms,
+    )
+
+
+class QueueAwarePolicy:
+    """``QueueAwareModel.decide`` on the gateway's view: the chosen path's predicted TTFT and
+    end-to-end latency, infeasible when the model finds no path meeting the targets."""
+
+    def __init__(self, model: QueueAwareModel, name: str = "queue-aware") -> None:
+        self.model = model
+        self._name = name
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    def decide(self, view: RouteView) -> PolicyAnswer:
+        b = self.model.decide(view_inputs(view))
+        if b.decision == DISAGGREGATED:
+            return PolicyAnswer(b.decision, b.ttft_disaggregated_ms, b.t_disaggregated_ms, not b.meets_slo)
+        return PolicyAnswer(b.decision, b.ttft_collocated_ms, b.t_collocated_ms, not b.meets_slo)
 
 
 def make_policy(
     name: str,
     *,
     model: AnalyticalCostModel | None = None,
+    queue_model: QueueAwareModel | None = None,
     threshold_tokens: int = 1000,
     max_queue_depth: int = 2,
 ) -> Policy:
@@ -140,59 +253,31 @@ def make_policy(
         if model is None:
             raise InvalidSimConfig("policy cost-model needs the cost model's params (--params)")
         return CostModelPolicy(model)
-    raise InvalidSimConfig(f"unknown policy {name!r} (one of {', '.join(POLICY_NAMES)}, or all)")
+    if name == "queue-aware":
+        if queue_model is None:
+            raise InvalidSimConfig(
+                "policy queue-aware needs params with the queue-aware forms (--params, schema version 2)"
+            )
+        return QueueAwarePolicy(queue_model)
+    if name == BEST_STATIC:
+        raise InvalidSimConfig(f"{BEST_STATIC} is a sweep of rules, not one policy: use make_policies")
+    raise InvalidSimConfig(f"unknown policy {name!r} (one of {', '.join(SWEEP_NAMES)}, or all)")
+
+
+# A name that only a sweep understands: the hindsight-tuned static rule (solver.sim.hindsight).
+BEST_STATIC = "best-static"
+SWEEP_NAMES = (*POLICY_NAMES, BEST_STATIC)
 
 
 def parse_policy_names(text: str) -> tuple[str, ...]:
-    """``all`` or a comma-separated list of policy names; order kept, duplicates removed."""
+    """``all`` or a comma-separated list of names (policies and ``best-static``); order kept,
+    duplicates removed. ``all`` is every policy, then ``best-static``."""
     if text.strip() == "all":
-        return POLICY_NAMES
+        return SWEEP_NAMES
     names = tuple(dict.fromkeys(s.strip() for s in text.split(",") if s.strip()))
     if not names:
         raise InvalidSimConfig("no policy given")
     for n in names:
-        if n not in POLICY_NAMES:
-            raise InvalidSimConfig(f"unknown policy {n!r} (one of {', '.join(POLICY_NAMES)}, or all)")
+        if n not in SWEEP_NAMES:
+            raise InvalidSimConfig(f"unknown policy {n!r} (one of {', '.join(SWEEP_NAMES)}, or all)")
     return names
-
-
-@dataclass(frozen=True)
-class OutputPrediction:
-    """The output length a policy is told: ``exact``, ``fixed`` (``value`` tokens) or ``mean``.
-
-    ``mean`` is the trace-wide mean output length, rounded: what a gateway with no per-request
-    predictor would use. Comparing ``exact`` with the others measures the cost of misprediction.
-    """
-
-    kind: str = "exact"
-    value: int | None = None
-
-    def __post_init__(self) -> None:
-        if self.kind not in ("exact", "fixed", "mean"):
-            raise InvalidSimConfig(f"output prediction: unknown kind {self.kind!r} (exact, fixed:N, mean)")
-        if self.kind == "fixed" and (self.value is None or self.value < 1):
-            raise InvalidSimConfig("output prediction: fixed needs a value >= 1 token")
-
-    @property
-    def label(self) -> str:
-        return f"fixed:{self.value}" if self.kind == "fixed" else self.kind
-
-    def predict(self, workload: Workload) -> npt.NDArray[np.int64]:
-        """The prediction for every request of ``workload`` (tokens)."""
-        if self.kind == "exact":
-            return workload.output_len.copy()
-        value = self.value if self.kind == "fixed" else round(float(np.mean(workload.output_len)))
-        return np.full(workload.num_requests, max(int(value or 1), 1), dtype=np.int64)
-
-
-def parse_prediction(text: str) -> OutputPrediction:
-    """``exact`` | ``mean`` | ``fixed:N``."""
-    kind, _, value = text.strip().partition(":")
-    if kind == "fixed":
-        try:
-            return OutputPrediction("fixed", int(value))
-        except ValueError:
-            raise InvalidSimConfig(f"output prediction {text!r}: expected fixed:N with N tokens") from None
-    if value:
-        raise InvalidSimConfig(f"output prediction {text!r}: expected exact, mean or fixed:N")
-    return OutputPrediction(kind)

@@ -8,11 +8,15 @@ Times are milliseconds from the first arrival. Definitions used by every metric:
 - end-to-end latency = ``finish_ms - arrival_ms`` (the last token is out).
 - TPOT = ``(finish_ms - first_token_ms) / (output_len - 1)``: undefined (NaN) for one-token
   outputs, which are left out of TPOT statistics.
+- a shed request (the gateway dropped it, ``is_shed``) has no first token and no finish: its
+  times are NaN, so every latency above is NaN for it and statistics leave it out.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -20,6 +24,37 @@ import numpy.typing as npt
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
+
+# ``RouteView``'s integer fields, in order, and the ones recorded per request (prompt and
+# prediction have their own fields; chunk size, prefill GPUs and SLO targets are the run's).
+VIEW_ROW = (
+    "prompt_len",
+    "predicted_output_len",
+    "system_load",
+    "decode_batch_size",
+    "prefill_queue_depth",
+    "chunk_size",
+    "colloc_context_tokens",
+    "colloc_pending_prefill_tokens",
+    "colloc_num_waiting",
+    "decode_context_tokens",
+    "decode_pending_prefill_tokens",
+    "prefill_queue_tokens",
+    "prefill_inflight",
+    "prefill_inflight_tokens",
+    "num_prefill_gpus",
+)
+RECORDED_VIEW_FIELDS = tuple(n for n in VIEW_ROW[2:] if n not in ("chunk_size", "num_prefill_gpus"))
+
+
+def view_columns(views: Sequence[tuple[float, ...]]) -> dict[str, Any]:
+    """``RECORDED_VIEW_FIELDS`` as int64 arrays, from per-arrival ``RouteView`` tuples (whose
+    first fields are ``VIEW_ROW``)."""
+    columns = {}
+    for name in RECORDED_VIEW_FIELDS:
+        k = VIEW_ROW.index(name)
+        columns[name] = np.array([v[k] for v in views], dtype=np.int64)
+    return columns
 
 
 @dataclass(frozen=True, eq=False)
@@ -35,9 +70,24 @@ class SimRecords:
     predicted_output_len: IntArray  # what the policy was told
     is_disaggregated: BoolArray  # the path taken
     was_policy_asked: BoolArray  # False where the fleet offered only one path
-    system_load: IntArray  # the view the policy saw (see RouteView)
+    # The view the policy saw (see RouteView for each field's meaning).
+    system_load: IntArray
     decode_batch_size: IntArray
     prefill_queue_depth: IntArray
+    colloc_context_tokens: IntArray
+    colloc_pending_prefill_tokens: IntArray
+    colloc_num_waiting: IntArray
+    decode_context_tokens: IntArray
+    decode_pending_prefill_tokens: IntArray
+    prefill_queue_tokens: IntArray
+    prefill_inflight: IntArray
+    prefill_inflight_tokens: IntArray
+    # The policy's answer: predictions for the chosen path (NaN where it gave none or was not
+    # asked), "no path meets the SLO", and whether the gateway dropped the request for it.
+    predicted_ttft_ms: FloatArray
+    predicted_e2e_ms: FloatArray
+    is_infeasible: BoolArray
+    is_shed: BoolArray
     engine_index: IntArray  # decode / mixed GPU that produced the tokens (pools: mixed first)
     tokens_generated: IntArray  # per request, counted by the engine that served it
     finish_count: IntArray  # times each request finished (1 in a correct run)
@@ -66,8 +116,21 @@ class SimRecords:
 
     @property
     def makespan_ms(self) -> float:
-        """From the first arrival to the last finish (ms)."""
-        return float(np.max(self.finish_ms) - np.min(self.arrival_ms))
+        """From the first arrival to the last finish, or the last arrival if later (ms).
+
+        Without shedding the last finish always comes after the last arrival; a shed request
+        has no finish, and when every request is shed the span of the arrivals remains.
+        """
+        served = self.finish_ms[~self.is_shed]
+        last = float(np.max(self.arrival_ms))
+        if served.size:
+            last = max(last, float(np.max(served)))
+        return last - float(np.min(self.arrival_ms))
+
+    @property
+    def num_served(self) -> int:
+        """Requests that entered the fleet (all but the shed ones)."""
+        return int(self.num_requests - np.count_nonzero(self.is_shed))
 
 
 def time_average_in_system(records: SimRecords, t0_ms: float, t1_ms: float) -> float:

@@ -8,7 +8,13 @@ Definitions (``SimRecords`` gives TTFT, end-to-end latency and TPOT per request)
   runs from the first arrival to the last finish;
 - goodput = requests meeting both ``ttft_ms <= ttft_limit_ms`` and ``tpot_ms <= tpot_limit_ms``
   (one-token outputs need only the TTFT limit) / makespan; ``slo_attainment`` is their share;
-- ``share_disaggregated`` = requests that took the disaggregated path / all requests.
+- ``share_disaggregated`` = requests that took the disaggregated path / all requests;
+- shed requests (dropped by the gateway on an infeasible answer, ``shed=True``) count in the
+  denominator of ``slo_attainment`` and as misses in goodput, not in throughput (finished
+  requests), and have no latency, so the percentiles are over the served requests only;
+  ``share_shed`` is their share, ``share_infeasible`` the share of infeasible answers (shed or
+  not);
+- ``ttft_error`` / ``e2e_error``: the policy's prediction error (``solver.sim.accuracy``).
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import numpy as np
 import numpy.typing as npt
 
 from solver.errors import InvalidSimConfig
+from solver.sim.accuracy import PredictionError, format_error_markdown, format_error_table
 from solver.sim.records import SimRecords
 
 
@@ -70,9 +77,19 @@ class PolicyMetrics:
     slo_attainment: float  # share of requests meeting both limits
     share_disaggregated: float
     makespan_s: float
+    share_shed: float  # requests dropped by the gateway on an infeasible answer
+    share_infeasible: float  # requests the policy answered "no path meets the SLO"
+    ttft_error: PredictionError | None  # None: the policy does not predict
+    e2e_error: PredictionError | None
+    setting: str | None = None  # the rule a hindsight-tuned entry chose at this load
+
+    @property
+    def label(self) -> str:
+        """The policy's name, with its chosen setting in brackets when it has one."""
+        return self.policy if self.setting is None else f"{self.policy}[{self.setting}]"
 
     def to_json_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {**asdict(self), "label": self.label}
 
 
 def summarize(records: SimRecords, offered_rate: float, slo: SloLimits) -> PolicyMetrics:
@@ -82,20 +99,26 @@ def summarize(records: SimRecords, offered_rate: float, slo: SloLimits) -> Polic
     makespan_s = records.makespan_ms / 1000.0
     meets = (ttft <= slo.ttft_ms) & (np.isnan(tpot) | (tpot <= slo.tpot_ms))
     n = records.num_requests
+    served = ~records.is_shed
     per_s = (lambda count: count / makespan_s) if makespan_s > 0 else (lambda count: float("nan"))
+    e2e = records.e2e_ms
     return PolicyMetrics(
         policy=records.policy,
         offered_rate=offered_rate,
         num_requests=n,
-        e2e_ms=LatencyStats.of(records.e2e_ms),
+        e2e_ms=LatencyStats.of(e2e),
         ttft_ms=LatencyStats.of(ttft),
         tpot_ms=LatencyStats.of(tpot),
-        throughput_rps=per_s(n),
-        throughput_tokens_per_s=per_s(float(np.sum(records.output_len))),
+        throughput_rps=per_s(records.num_served),
+        throughput_tokens_per_s=per_s(float(np.sum(records.output_len[served]))),
         goodput_rps=per_s(float(np.count_nonzero(meets))),
         slo_attainment=float(np.count_nonzero(meets)) / n,
         share_disaggregated=float(np.count_nonzero(records.is_disaggregated)) / n,
         makespan_s=makespan_s,
+        share_shed=float(np.count_nonzero(records.is_shed)) / n,
+        share_infeasible=float(np.count_nonzero(records.is_infeasible)) / n,
+        ttft_error=PredictionError.of(records.predicted_ttft_ms, ttft),
+        e2e_error=PredictionError.of(records.predicted_e2e_ms, e2e),
     )
 
 
@@ -117,13 +140,14 @@ TABLE_COLUMNS = (
     ("thr/s", 7),
     ("good/s", 7),
     ("SLO %", 6),
+    ("shed %", 6),
     ("disagg %", 8),
 )
 
 
 def _cells(m: PolicyMetrics) -> tuple[str, ...]:
     return (
-        m.policy,
+        m.label,
         _fmt(m.offered_rate, 2),
         _fmt(m.e2e_ms.p50),
         _fmt(m.e2e_ms.p99),
@@ -134,29 +158,35 @@ def _cells(m: PolicyMetrics) -> tuple[str, ...]:
         _fmt(m.throughput_rps, 2),
         _fmt(m.goodput_rps, 2),
         _fmt(100 * m.slo_attainment, 1),
+        _fmt(100 * m.share_shed, 1),
         _fmt(100 * m.share_disaggregated, 1),
     )
 
 
-def _line(cells: Sequence[str]) -> str:
+def _line(cells: Sequence[str], first_width: int) -> str:
+    widths = [first_width, *(w for _, w in TABLE_COLUMNS[1:])]
     return "  ".join(
-        c.rjust(w) if i else c.ljust(w)
-        for i, (c, (_, w)) in enumerate(zip(cells, TABLE_COLUMNS, strict=True))
+        c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True))
     )
 
 
 def format_table(metrics: Sequence[PolicyMetrics]) -> str:
-    """A fixed-width table (latencies in ms, rates in requests/s), one row per policy and load."""
-    header = _line([name for name, _ in TABLE_COLUMNS])
-    return "\n".join([header, "-" * len(header), *(_line(_cells(m)) for m in metrics)])
+    """A fixed-width table (latencies in ms, rates in requests/s), one row per policy and load;
+    below it, for the policies that predict, their prediction error (``solver.sim.accuracy``)."""
+    first = max([TABLE_COLUMNS[0][1], *(len(m.label) for m in metrics)])
+    header = _line([name for name, _ in TABLE_COLUMNS], first)
+    lines = [header, "-" * len(header), *(_line(_cells(m), first) for m in metrics)]
+    errors = format_error_table(metrics)
+    return "\n".join(lines) + (f"\n\nprediction error (chosen path)\n{errors}" if errors else "")
 
 
 def format_markdown(metrics: Sequence[PolicyMetrics]) -> str:
-    """The same table in Markdown (for docs)."""
+    """The same tables in Markdown (for docs)."""
     names = [name for name, _ in TABLE_COLUMNS]
     rows = [
         "| " + " | ".join(names) + " |",
         "|" + "|".join("---" if i == 0 else "---:" for i in range(len(names))) + "|",
     ]
     rows.extend("| " + " | ".join(_cells(m)) + " |" for m in metrics)
-    return "\n".join(rows)
+    errors = format_error_markdown(metrics)
+    return "\n".join(rows) + (f"\n\nPrediction error of the chosen path:\n\n{errors}" if errors else "")

@@ -4,15 +4,19 @@ Example (no HTTP, no files beyond the inputs)::
 
     from solver.profile_io import load_profile
     from solver.params import load_params
-    from solver.costmodel import AnalyticalCostModel
+    from solver.routing.design import AnalyticalCostModel
     from solver.sim import FleetConfig, format_table, make_policy, read_trace, run_sweep
 
     profile = load_profile("profile.json")
     model = AnalyticalCostModel(load_params("params.json"))
     trace = read_trace("trace.csv")
-    policies = [make_policy(n, model=model) for n in ("collocated", "cost-model")]
+    policies = make_policies(["collocated", "cost-model", "best-static"], model=model)
     result = run_sweep(profile, [trace.at_rate(r) for r in (2, 4, 8)], policies, FleetConfig())
     print(format_table(result.metrics))
+
+Static rules (``collocated``, ``disaggregated``, ``threshold``, ``threshold-queue`` and the grid
+of ``best-static``) share their runs within a load: a rule that would make the same decisions
+as an earlier run is not simulated again (``solver.sim.hindsight.StaticRuns``).
 """
 
 from __future__ import annotations
@@ -26,10 +30,14 @@ import numpy.typing as npt
 
 from solver.errors import InvalidSimConfig
 from solver.profile_result import ProfileResult
+from solver.routing.design import AnalyticalCostModel
+from solver.routing.queue_aware import QueueAwareModel
 from solver.sim.events import ClusterSimulation
 from solver.sim.fleet import FleetConfig
+from solver.sim.hindsight import STATIC_RULES, BestStatic, StaticRuns, best_static_metrics
 from solver.sim.latency import StepLatency
-from solver.sim.policies import OutputPrediction, Policy
+from solver.sim.policies import BEST_STATIC, Policy, make_policy
+from solver.sim.prediction import OutputPrediction
 from solver.sim.records import SimRecords
 from solver.sim.report import PolicyMetrics, SloLimits, summarize
 from solver.sim.workload import Workload
@@ -41,11 +49,44 @@ def simulate(
     policy: Policy,
     fleet: FleetConfig | None = None,
     prediction: OutputPrediction | None = None,
+    slo: SloLimits | None = None,
+    shed: bool = False,
 ) -> SimRecords:
-    """Run ``policy`` over ``workload`` on ``fleet``; step times from ``profile``'s tables."""
+    """Run ``policy`` over ``workload`` on ``fleet``; step times from ``profile``'s tables.
+
+    ``slo`` is shown to the policy in every view; ``shed`` drops the requests it answers
+    infeasible (``solver.sim.events``)."""
     latency = profile if isinstance(profile, StepLatency) else StepLatency(profile)
     predicted = (prediction or OutputPrediction()).predict(workload)
-    return ClusterSimulation(fleet or FleetConfig(), latency, policy).run(workload, predicted)
+    sim = ClusterSimulation(fleet or FleetConfig(), latency, policy, slo=slo, shed=shed)
+    return sim.run(workload, predicted)
+
+
+SweepEntry = Policy | BestStatic
+
+
+def make_policies(
+    names: Sequence[str],
+    *,
+    model: AnalyticalCostModel | None = None,
+    queue_model: QueueAwareModel | None = None,
+    threshold_tokens: int = 1000,
+    max_queue_depth: int = 2,
+) -> list[SweepEntry]:
+    """The sweep entries for ``names``: ``make_policy`` for each, and for ``best-static`` the
+    default grid plus ``threshold_tokens`` and ``max_queue_depth``."""
+    return [
+        BestStatic().including(threshold_tokens, max_queue_depth)
+        if name == BEST_STATIC
+        else make_policy(
+            name,
+            model=model,
+            queue_model=queue_model,
+            threshold_tokens=threshold_tokens,
+            max_queue_depth=max_queue_depth,
+        )
+        for name in names
+    ]
 
 
 @dataclass(frozen=True, eq=False)
@@ -67,33 +108,37 @@ class SweepResult:
     def to_json_dict(self) -> dict[str, Any]:
         """Settings and metrics; non-finite numbers become None so the file is strict JSON."""
         return {
-            "settings": _finite(self.settings),
-            "results": [_finite(m.to_json_dict()) for m in self.metrics],
+            "settings": strict_json(self.settings),
+            "results": [strict_json(m.to_json_dict()) for m in self.metrics],
         }
 
 
-def _finite(value: Any) -> Any:
+def strict_json(value: Any) -> Any:
+    """``value`` with every non-finite float replaced by None (for strict JSON files)."""
     if isinstance(value, float):
         return value if np.isfinite(value) else None
     if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
+        return {k: strict_json(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_finite(v) for v in value]
+        return [strict_json(v) for v in value]
     return value
 
 
 def run_sweep(
     profile: ProfileResult,
     workloads: Sequence[Workload],
-    policies: Sequence[Policy],
+    policies: Sequence[SweepEntry],
     fleet: FleetConfig | None = None,
     prediction: OutputPrediction | None = None,
     slo: SloLimits | None = None,
+    shed: bool = False,
 ) -> SweepResult:
     """Simulate every policy on every workload (one per offered load) and summarise.
 
     The offered rate of a workload is its mean arrival rate; a one-request workload has none
-    and is labelled 0.
+    and is labelled 0. ``BestStatic`` entries run their grid and report the best rule per
+    load (``solver.sim.hindsight``). ``shed``: the gateway drops the requests a policy answers
+    infeasible (counted as SLO misses).
     """
     if not workloads or not policies:
         raise InvalidSimConfig("a sweep needs at least one workload and one policy")
@@ -103,13 +148,34 @@ def run_sweep(
     latency = StepLatency(profile)
     metrics: list[PolicyMetrics] = []
     e2e: dict[tuple[str, float], npt.NDArray[np.float64]] = {}
+    num_simulated = 0
     for workload in workloads:
         rate = workload.mean_rate or 0.0
         predicted = prediction.predict(workload)
-        for policy in policies:
-            records = ClusterSimulation(fleet, latency, policy).run(workload, predicted)
-            metrics.append(summarize(records, rate, slo))
-            e2e[(policy.name, rate)] = records.e2e_ms
+
+        def run(
+            policy: Policy, workload: Workload = workload, predicted: np.ndarray = predicted
+        ) -> SimRecords:
+            sim = ClusterSimulation(fleet, latency, policy, slo=slo, shed=shed)
+            return sim.run(workload, predicted)
+
+        def score(rec: SimRecords, rate: float = rate) -> PolicyMetrics:
+            return summarize(rec, rate, slo)
+
+        static = StaticRuns(run)
+        for entry in policies:
+            if isinstance(entry, BestStatic):
+                m, records = best_static_metrics(entry, static, score)
+            elif isinstance(entry, STATIC_RULES):
+                records = static.records(entry)
+                m = score(records)
+            else:
+                records = run(entry)
+                num_simulated += 1
+                m = score(records)
+            metrics.append(m)
+            e2e[(entry.name, rate)] = records.e2e_ms
+        num_simulated += static.num_simulated
     settings = {
         "fleet": {
             "topology": fleet.topology,
@@ -121,6 +187,8 @@ def run_sweep(
         },
         "prediction": prediction.label,
         "slo": {"ttft_ms": slo.ttft_ms, "tpot_ms": slo.tpot_ms},
+        "shed": shed,
+        "num_runs_simulated": num_simulated,
         "policies": [p.name for p in policies],
         "workloads": [
             {"source": w.source, "num_requests": w.num_requests, "rate": w.mean_rate} for w in workloads

@@ -17,8 +17,8 @@ import httpx
 import pytest
 
 from app.cli import main
-from solver.costmodel import AnalyticalCostModel
 from solver.params import params_from_dict
+from solver.routing.design import AnalyticalCostModel
 from tests.app.conftest import ServeProcess
 from tests.conftest import TEST_PARAMS, write_params
 
@@ -63,7 +63,8 @@ def test_route_errors_are_one_line(extra: list[str], needle: str) -> None:
         ("", "not valid JSON"),
         ("[1, 2]", "expected a JSON object"),
         ('{"schema_version": 1}', "alpha: missing"),
-        ('{"schema_version": 2}', "schema_version: unsupported version 2"),
+        ('{"schema_version": 3}', "schema_version: unsupported version 3"),
+        ('{"schema_version": 2, "alpha": 1}', "queue_aware: missing"),
         (json.dumps({**TEST_PARAMS, "beta": "fast"}), "beta: expected a number"),
         (json.dumps({**TEST_PARAMS, "gamma": -1}), "gamma: must be > 0"),
         (json.dumps({**TEST_PARAMS, "bandwidth_GBps": 0}), "bandwidth_GBps: must be > 0"),

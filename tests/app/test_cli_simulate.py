@@ -10,7 +10,7 @@ import pytest
 
 from app.cli import main
 from solver.profile_io import save_profile_json
-from solver.sim import POLICY_NAMES
+from solver.sim import SWEEP_NAMES
 from tests.solver.plots.png import assert_real_png
 from tests.solver.sim.profiles import make_profile
 
@@ -65,12 +65,14 @@ def test_simulate_trace_all_policies(
         ]
     )
     assert code == 0
-    printed = capsys.readouterr().out
-    for name in POLICY_NAMES:
+    captured = capsys.readouterr()
+    printed = captured.out
+    for name in SWEEP_NAMES:
         assert name in printed
+    assert "prediction error" in printed
     doc = json.loads((out / "results.json").read_text())
     results = doc["results"]
-    assert len(results) == 2 * len(POLICY_NAMES)
+    assert len(results) == 2 * len(SWEEP_NAMES)
     assert sorted({r["offered_rate"] for r in results}) == pytest.approx([2.0, 6.0])
     for r in results:
         assert r["num_requests"] == 150
@@ -79,9 +81,21 @@ def test_simulate_trace_all_policies(
     by_policy = {(r["policy"], r["offered_rate"]): r for r in results}
     assert by_policy[("collocated", 2.0)]["share_disaggregated"] == 0.0
     assert by_policy[("disaggregated", 2.0)]["share_disaggregated"] == 1.0
+    best = [r for r in results if r["policy"] == "best-static"]
+    assert len(best) == 2 and all(r["label"] == f"best-static[{r['setting']}]" for r in best)
+    assert all(r["label"] in printed for r in best)
+    for r in results:  # only the two models predict; no policy here sheds
+        assert (r["ttft_error"] is None) == (r["policy"] not in ("cost-model", "queue-aware"))
+        assert r["share_shed"] == 0.0
+    err = by_policy[("cost-model", 2.0)]["e2e_error"]
+    assert err["num_predicted"] == 150 and err["p90_abs_ms"] >= err["median_abs_ms"] >= 0
+    assert "fitted them from --profile" in captured.err  # the test params are schema version 1
+    assert doc["settings"]["shed"] is False
     assert doc["settings"]["fleet"]["num_decode"] == 2
     assert doc["settings"]["fleet"]["chunk_size"] == 512  # the largest profiled chunk
-    assert (out / "results.md").read_text().startswith("| policy |")
+    markdown = (out / "results.md").read_text()
+    assert markdown.startswith("| policy |") and "Prediction error of the chosen path" in markdown
+    assert "| cost-model | 2.00 |" in markdown
     assert_real_png(out / "latency_vs_load.png")
     assert_real_png(out / "e2e_cdf.png")
 
@@ -99,6 +113,25 @@ def test_simulate_poisson_pools_without_cost_model(
     assert [r["policy"] for r in doc["results"]] == ["threshold", "threshold-queue"]
     assert doc["settings"]["fleet"]["topology"] == "pools"
     assert not (out / "latency_vs_load.png").exists()
+
+
+def test_simulate_best_static_with_shedding(tmp_path: Path, profile_file: Path) -> None:
+    out = tmp_path / "b"
+    args = ["simulate", "--profile", str(profile_file), "--poisson", "200", "--lengths", "lognormal:900,40"]
+    args += ["--rates", "3,12", "--policies", "best-static,threshold", "--shed", "--prefill-gpus", "1"]
+    args += ["--decode-gpus", "2", "--no-plots", "-o", str(out)]
+    assert main(args) == 0
+    doc = json.loads((out / "results.json").read_text())
+    assert doc["settings"]["shed"] is True and doc["settings"]["policies"] == ["best-static", "threshold"]
+    best = [r for r in doc["results"] if r["policy"] == "best-static"]
+    assert len(best) == 2
+    for r in best:
+        assert r["setting"] and r["label"] == f"best-static[{r['setting']}]"
+        assert r["label"] in (out / "results.md").read_text()
+    threshold = {r["offered_rate"]: r for r in doc["results"] if r["policy"] == "threshold"}
+    for r in best:
+        assert r["goodput_rps"] >= threshold[r["offered_rate"]]["goodput_rps"] * (1 - 1e-3)
+    assert all(r["share_shed"] == 0.0 for r in doc["results"])  # rules never answer infeasible
 
 
 @pytest.mark.parametrize(

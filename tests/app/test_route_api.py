@@ -10,8 +10,8 @@ import pytest
 
 from app.routes.route import _encode, _response
 from app.schemas import RouteResponse
-from solver.costmodel import AnalyticalCostModel
 from solver.params import params_from_dict
+from solver.routing.design import AnalyticalCostModel
 from tests.app.conftest import LiveServer
 from tests.conftest import TEST_PARAMS
 

@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from solver.costmodel import AnalyticalCostModel
 from solver.fit import fit_profile
 from solver.params import CostModelParams, ParamsMetadata
 from solver.plots import costmodel as plots
@@ -25,6 +24,7 @@ from solver.plots.costmodel import (
     plot_decode_curve,
 )
 from solver.plots.figure import save_png
+from solver.routing.design import AnalyticalCostModel
 from tests.solver.synthetic_profiles import synthetic_profile
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -62,7 +62,7 @@ def _share_of_colour(rgb: np.ndarray, hex_colour: str) -> float:
 def test_plot_all_writes_four_real_non_blank_pngs(tmp_path: Path) -> None:
     profile = synthetic_profile(batch_thresh=12.0)
     model = AnalyticalCostModel(fit_profile(profile)[0])
-    paths = model.plot_all(tmp_path / "nested" / "plots", profile=profile)
+    paths = plots.plot_all(model, tmp_path / "nested" / "plots", profile=profile)
     assert [Path(p).name for p in paths] == NAMES
     for p in map(Path, paths):
         data = p.read_bytes()
@@ -83,7 +83,7 @@ def _figures(monkeypatch: pytest.MonkeyPatch, model: AnalyticalCostModel, tmp_pa
         return save_png(fig, path)
 
     monkeypatch.setattr(plots, "save_png", keep)
-    model.plot_all(tmp_path, profile=synthetic_profile(batch_thresh=16.0))
+    plots.plot_all(model, tmp_path, profile=synthetic_profile(batch_thresh=16.0))
     return figures
 
 
@@ -176,7 +176,8 @@ def test_plots_work_for_params_without_a_fit_report(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "module", ["solver.costmodel", "solver.fit", "solver.params", "solver.plan", "solver.plots", "solver.sim"]
+    "module",
+    ["solver.routing.design", "solver.fit", "solver.params", "solver.plan", "solver.plots", "solver.sim"],
 )
 def test_core_modules_do_not_import_matplotlib(module: str) -> None:
     code = f"import sys, {module}; sys.exit('matplotlib' in sys.modules)"

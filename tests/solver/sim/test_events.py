@@ -7,14 +7,17 @@ import pytest
 
 from solver.errors import InvalidSimConfig
 from solver.profile_result import ProfileResult
+from solver.routing.types import COLLOCATED
 from solver.sim import (
     AlwaysCollocated,
     AlwaysDisaggregated,
     ClusterSimulation,
     FleetConfig,
     Policy,
+    PolicyAnswer,
     PromptAndQueueThreshold,
     PromptThreshold,
+    RouteView,
     SimRecords,
     Workload,
     littles_law,
@@ -210,3 +213,46 @@ def test_one_prediction_per_request_is_required(latency: StepLatency) -> None:
     wl = one_request(64, 4)
     with pytest.raises(InvalidSimConfig, match="prediction"):
         ClusterSimulation(ONE_GPU, latency, AlwaysCollocated()).run(wl, np.array([1, 2]))
+
+
+class GivesUpOnLongPrompts:
+    """Predicts nothing; answers "no path meets the SLO" for prompts over 1,200 tokens."""
+
+    name = "gives-up"
+
+    def decide(self, view: RouteView) -> PolicyAnswer:
+        return PolicyAnswer(COLLOCATED, is_infeasible=view.prompt_len > 1200)
+
+
+@pytest.mark.parametrize("fleet", FLEETS, ids=["conditional", "pools"])
+def test_shedding_drops_infeasible_requests_before_the_fleet(
+    latency: StepLatency, busy_workload: Workload, fleet: FleetConfig
+) -> None:
+    wl = busy_workload.head(600)
+    infeasible = wl.prompt_len > 1200
+    kept = simulate(latency, wl, GivesUpOnLongPrompts(), fleet)
+    shed = simulate(latency, wl, GivesUpOnLongPrompts(), fleet, shed=True)
+    assert infeasible.any() and not infeasible.all()
+    # Without shedding the answer is recorded and the request still runs.
+    assert np.array_equal(kept.is_infeasible, infeasible) and not kept.is_shed.any()
+    assert np.all(kept.finish_count == 1)
+    # With shedding it never enters the fleet: no token, no time, no engine work.
+    assert np.array_equal(shed.is_shed, infeasible) and np.array_equal(shed.is_infeasible, infeasible)
+    assert np.all(np.isnan(shed.first_token_ms[infeasible])) and np.all(np.isnan(shed.finish_ms[infeasible]))
+    assert np.all(shed.finish_count[infeasible] == 0) and np.all(shed.tokens_generated[infeasible] == 0)
+    assert np.all(shed.finish_count[~infeasible] == 1)
+    assert np.array_equal(shed.tokens_generated[~infeasible], wl.output_len[~infeasible])
+    assert shed.total_tokens_generated == int(np.sum(wl.output_len[~infeasible]))
+    assert not shed.is_disaggregated[infeasible].any()
+    # Less work in the fleet: the served requests wait less than with everyone admitted.
+    assert np.mean(shed.e2e_ms[~infeasible]) < np.mean(kept.e2e_ms[~infeasible])
+    assert shed.num_served == int(np.count_nonzero(~infeasible))
+
+
+def test_rules_never_shed(latency: StepLatency, busy_workload: Workload) -> None:
+    wl = busy_workload.head(300)
+    fleet = FLEETS[0]
+    plain = simulate(latency, wl, PromptThreshold(800), fleet)
+    shed = simulate(latency, wl, PromptThreshold(800), fleet, shed=True)
+    assert not shed.is_shed.any() and not shed.is_infeasible.any()
+    assert np.array_equal(plain.finish_ms, shed.finish_ms)

@@ -9,19 +9,25 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from solver.costmodel import COLLOCATED, DISAGGREGATED, AnalyticalCostModel, Decision
 from solver.errors import InvalidSimConfig
+from solver.fit_queue import fit_queue_aware
 from solver.params import params_from_dict
 from solver.profile_result import ProfileResult
+from solver.routing.design import AnalyticalCostModel
+from solver.routing.queue_aware import QueueAwareModel
+from solver.routing.types import COLLOCATED, DISAGGREGATED
 from solver.sim import (
     POLICY_NAMES,
+    BestStatic,
     CostModelPolicy,
     FleetConfig,
     OutputPrediction,
+    PolicyAnswer,
     PromptAndQueueThreshold,
     PromptThreshold,
     RouteView,
     Workload,
+    make_policies,
     make_policy,
     parse_length_spec,
     parse_policy_names,
@@ -30,6 +36,7 @@ from solver.sim import (
     simulate,
 )
 from tests.conftest import TEST_PARAMS
+from tests.solver.synthetic_profiles import synthetic_profile
 
 views = st.builds(
     RouteView,
@@ -46,20 +53,36 @@ def cost_model() -> AnalyticalCostModel:
     return AnalyticalCostModel(params_from_dict(TEST_PARAMS))
 
 
+def queue_model() -> QueueAwareModel:
+    profile = synthetic_profile()
+    forms, _fits = fit_queue_aware(profile.T_prefill, profile.T_decode, profile.T_interference)
+    return QueueAwareModel(dataclasses.replace(params_from_dict(TEST_PARAMS), queue_aware=forms))
+
+
 # No deadline: the CI machine has 2 busy cores, and a slow example is not a wrong one.
 @settings(deadline=None)
 @given(views)
 def test_rules_on_single_views(view: RouteView) -> None:
-    assert make_policy("collocated").decide(view) == COLLOCATED
-    assert make_policy("disaggregated").decide(view) == DISAGGREGATED
+    assert make_policy("collocated").decide(view) == PolicyAnswer(COLLOCATED)
+    assert make_policy("disaggregated").decide(view) == PolicyAnswer(DISAGGREGATED)
     long_prompt = view.prompt_len > 1000
-    assert (PromptThreshold(1000).decide(view) == DISAGGREGATED) == long_prompt
+    assert (PromptThreshold(1000).decide(view).decision == DISAGGREGATED) == long_prompt
     short_queue = view.prefill_queue_depth < 3
-    assert (PromptAndQueueThreshold(1000, 3).decide(view) == DISAGGREGATED) == (long_prompt and short_queue)
-    expected = cost_model().route(
+    answer = PromptAndQueueThreshold(1000, 3).decide(view)
+    assert (answer.decision == DISAGGREGATED) == (long_prompt and short_queue)
+    assert answer.predicted_ttft_ms is None and answer.predicted_e2e_ms is None  # rules do not predict
+    assert not answer.is_infeasible
+    b = cost_model().explain(
         view.prompt_len, view.predicted_output_len, view.system_load, view.decode_batch_size
-    )[0]
-    assert CostModelPolicy(cost_model()).decide(view) == expected
+    )
+    got = CostModelPolicy(cost_model()).decide(view)
+    assert got.decision == b.decision and not got.is_infeasible
+    if b.decision == DISAGGREGATED:
+        assert got.predicted_e2e_ms == b.t_disaggregated_ms
+        assert got.predicted_ttft_ms == b.prefill_ms + b.transfer_ms
+    else:
+        assert got.predicted_e2e_ms == b.t_collocated_ms
+        assert got.predicted_ttft_ms == b.prefill_ms + b.interference_ms
 
 
 @pytest.fixture(scope="module")
@@ -99,11 +122,16 @@ def test_cost_model_decisions_in_a_simulation(
     model = cost_model()
     rec = simulate(profile, mixed_workload, CostModelPolicy(model), fleet, prediction)
     assert np.array_equal(rec.predicted_output_len, prediction.predict(mixed_workload))
-    expected = model.route_many(
-        rec.prompt_len, rec.predicted_output_len, rec.system_load, rec.decode_batch_size
-    ).is_disaggregated
+    batch = model.route_many(rec.prompt_len, rec.predicted_output_len, rec.system_load, rec.decode_batch_size)
+    expected = batch.is_disaggregated
     assert np.array_equal(rec.is_disaggregated, expected)
     assert rec.is_disaggregated.any() and not rec.is_disaggregated.all()  # both branches taken
+    # Its predictions for the chosen path, per request, as recorded.
+    d = rec.is_disaggregated
+    assert np.array_equal(rec.predicted_e2e_ms, np.where(d, batch.t_disaggregated_ms, batch.t_collocated_ms))
+    ttft = batch.prefill_ms + np.where(d, batch.transfer_ms, batch.interference_ms)
+    assert np.array_equal(rec.predicted_ttft_ms, ttft)
+    assert not rec.is_infeasible.any()
     if topology == "conditional":  # both quantities are the one candidate GPU's batch
         assert np.array_equal(rec.system_load, rec.decode_batch_size)
 
@@ -125,7 +153,8 @@ def test_bad_predictions_are_rejected(text: str) -> None:
 
 
 def test_policy_names() -> None:
-    assert parse_policy_names("all") == POLICY_NAMES
+    assert parse_policy_names("all") == (*POLICY_NAMES, "best-static")
+    assert parse_policy_names("best-static,cost-model") == ("best-static", "cost-model")
     assert parse_policy_names("threshold, collocated,threshold") == ("threshold", "collocated")
     with pytest.raises(InvalidSimConfig, match="unknown policy 'fastest'"):
         parse_policy_names("collocated,fastest")
@@ -133,8 +162,17 @@ def test_policy_names() -> None:
         parse_policy_names(" , ")
     with pytest.raises(InvalidSimConfig, match="params"):
         make_policy("cost-model")
+    with pytest.raises(InvalidSimConfig, match="queue-aware forms"):
+        make_policy("queue-aware", model=cost_model())
     for name in POLICY_NAMES:
-        assert make_policy(name, model=cost_model()).name == name
+        assert make_policy(name, model=cost_model(), queue_model=queue_model()).name == name
+    with pytest.raises(InvalidSimConfig, match="make_policies"):
+        make_policy("best-static")
+    entries = make_policies(["threshold", "best-static"], threshold_tokens=77, max_queue_depth=3)
+    assert entries == [PromptThreshold(77), BestStatic().including(77, 3)]
+    grid = BestStatic().including(77, 3)
+    assert grid.thresholds == (0, 77, 256, 512, 1024, 2048, 4096, 8192)
+    assert grid.queue_limits == (1, 2, 3, 4, 8, 16, 32)
 
 
 class Spy:
@@ -145,21 +183,32 @@ class Spy:
     def __init__(self) -> None:
         self.views: list[RouteView] = []
 
-    def decide(self, view: RouteView) -> Decision:
+    def decide(self, view: RouteView) -> PolicyAnswer:
         self.views.append(view)
-        return DISAGGREGATED if len(self.views) % 2 else COLLOCATED
+        return PolicyAnswer(DISAGGREGATED if len(self.views) % 2 else COLLOCATED)
 
 
 def test_policies_see_only_what_a_gateway_sees(profile: ProfileResult, mixed_workload: Workload) -> None:
     # The view holds the request's prompt, the *prediction* and live load; no true output
     # length, no arrival or finish times of other requests.
-    assert [f.name for f in dataclasses.fields(RouteView)] == [
+    assert list(RouteView._fields) == [
         "prompt_len",
         "predicted_output_len",
         "system_load",
         "decode_batch_size",
         "prefill_queue_depth",
         "chunk_size",
+        "colloc_context_tokens",
+        "colloc_pending_prefill_tokens",
+        "colloc_num_waiting",
+        "decode_context_tokens",
+        "decode_pending_prefill_tokens",
+        "prefill_queue_tokens",
+        "prefill_inflight",
+        "prefill_inflight_tokens",
+        "num_prefill_gpus",
+        "ttft_slo_ms",
+        "tpot_slo_ms",
     ]
     spy = Spy()
     fleet = FleetConfig(num_prefill=1, num_decode=3, chunk_size=256)
@@ -171,4 +220,6 @@ def test_policies_see_only_what_a_gateway_sees(profile: ProfileResult, mixed_wor
     assert [v.system_load for v in spy.views] == rec.system_load.tolist()
     assert [v.prefill_queue_depth for v in spy.views] == rec.prefill_queue_depth.tolist()
     assert {v.chunk_size for v in spy.views} == {256}
+    assert {(v.ttft_slo_ms, v.tpot_slo_ms) for v in spy.views} == {(1000.0, 50.0)}  # the run's SLO
+    assert {v.num_prefill_gpus for v in spy.views} == {1}
     assert rec.is_disaggregated.tolist() == [i % 2 == 0 for i in range(mixed_workload.num_requests)]

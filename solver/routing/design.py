@@ -1,4 +1,4 @@
-"""The analytical cost model of one request: collocated vs disaggregated prefill/decode.
+"""The design document's analytical cost model of one request: collocated vs disaggregated.
 
 Formulas (L = prompt length, out = predicted output length; every time in ms)::
 
@@ -17,31 +17,30 @@ order on IEEE doubles, so their results agree bit for bit (tested as a property)
 
 ``chunk_size`` is accepted by ``t_collocated``/``route`` as in the design, but the design's
 interference term does not depend on it: it charges the whole prompt's interference whatever
-the chunking. It is kept in the signature so a later model can use it without an API change.
+the chunking. The model reads none of the optional inputs of ``RouteInputs``.
+
+This module holds the formulas only: fitting is ``solver.fit``, the params file
+``solver.params``, the figures ``solver.plots``.
 """
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 import numpy.typing as npt
 
-from solver.params import CostModelParams, load_params, save_params
-
-if TYPE_CHECKING:
-    from solver.fit import FitReport
-    from solver.profile_result import ProfileResult
-
-
-Decision = Literal["collocated", "disaggregated"]
-COLLOCATED: Decision = "collocated"
-DISAGGREGATED: Decision = "disaggregated"
+from solver.params import CostModelParams
+from solver.routing.types import COLLOCATED, DISAGGREGATED, Decision, RouteColumns, RouteInputs
 
 FloatArray = npt.NDArray[np.float64]
 IntLike = npt.ArrayLike
+
+NAME = "design"
+# Why the design's formula chose a path: its two terms linear in L that differ between paths.
+REASON_INTERFERENCE = "interference"  # disaggregated: interference on the busy GPU outweighs the transfer
+REASON_TRANSFER = "kv_transfer"  # collocated: the transfer (and decode terms) outweigh interference
+REASONS = (REASON_INTERFERENCE, REASON_TRANSFER)
 
 
 @dataclass(frozen=True)
@@ -49,8 +48,10 @@ class RouteBreakdown:
     """One decision with every term that produced it (ms)."""
 
     decision: Decision
+    reason: str
     t_collocated_ms: float
     t_disaggregated_ms: float
+    assumed: tuple[str, ...]
     prefill_ms: float
     transfer_ms: float
     interference_ms: float
@@ -79,9 +80,37 @@ class RouteBatch:
     def decisions(self) -> list[Decision]:
         return [DISAGGREGATED if d else COLLOCATED for d in self.is_disaggregated.tolist()]
 
+    def rows(self) -> list[RouteBreakdown]:
+        """One ``RouteBreakdown`` per request, equal to ``explain``'s for the same inputs."""
+        columns = zip(
+            self.is_disaggregated.tolist(),
+            self.t_collocated_ms.tolist(),
+            self.t_disaggregated_ms.tolist(),
+            self.prefill_ms.tolist(),
+            self.transfer_ms.tolist(),
+            self.interference_ms.tolist(),
+            self.decode_collocated_ms.tolist(),
+            self.decode_disaggregated_ms.tolist(),
+            strict=True,
+        )
+        return [
+            RouteBreakdown(
+                DISAGGREGATED if d else COLLOCATED,
+                REASON_INTERFERENCE if d else REASON_TRANSFER,
+                tc,
+                td,
+                (),
+                *terms,
+            )
+            for d, tc, td, *terms in columns
+        ]
+
 
 class AnalyticalCostModel:
     """Predicts both paths' end-to-end latency from ``CostModelParams`` and picks the faster."""
+
+    name = NAME
+    reasons = REASONS
 
     def __init__(self, params: CostModelParams) -> None:
         self.params = params
@@ -92,71 +121,6 @@ class AnalyticalCostModel:
         self._gamma = float(params.gamma)
         self._bpt = float(params.bytes_per_token)
         self._bw = float(params.bandwidth_GBps) * 1e6
-
-    # --- persistence -------------------------------------------------------------------------
-    @classmethod
-    def load_params(cls, path: str | os.PathLike[str]) -> AnalyticalCostModel:
-        """Build a model from a validated ``params.json`` (raises ``InvalidParams``)."""
-        return cls(load_params(path))
-
-    def save_params(self, path: str | os.PathLike[str]) -> None:
-        """Write this model's parameters to ``path`` (atomic replace)."""
-        save_params(self.params, path)
-
-    @classmethod
-    def fit_from_profile(
-        cls,
-        path: str | os.PathLike[str],
-        save_params_path: str | os.PathLike[str] | None = None,
-        *,
-        model_name: str | None = None,
-        hardware: str | None = None,
-    ) -> AnalyticalCostModel:
-        """Fit the parameters from a profile file (JSON, or ``.pt`` when torch is installed).
-
-        The rules are ``solver.fit``'s. With ``save_params_path`` the params are written there
-        and the fit report beside them as ``<stem>.fit_report.json``.
-        """
-        model, _report = cls.fit_with_report(
-            path, save_params_path=save_params_path, model_name=model_name, hardware=hardware
-        )
-        return model
-
-    @classmethod
-    def fit_with_report(
-        cls,
-        path: str | os.PathLike[str],
-        save_params_path: str | os.PathLike[str] | None = None,
-        *,
-        model_name: str | None = None,
-        hardware: str | None = None,
-    ) -> tuple[AnalyticalCostModel, FitReport]:
-        """As ``fit_from_profile`` and also return the fit report (written beside the params)."""
-        from solver.fit import fit_profile, save_fit_report
-        from solver.fit_report import fit_report_path
-        from solver.profile_io import load_profile
-
-        params, report = fit_profile(load_profile(path), model_name=model_name, hardware=hardware)
-        if save_params_path is not None:
-            saved = save_params(params, save_params_path)
-            save_fit_report(report, fit_report_path(saved))
-        return cls(params), report
-
-    def plot_all(
-        self,
-        output_dir: str | os.PathLike[str],
-        output_len: int = 200,
-        chunk_size: int = 256,
-        profile: ProfileResult | None = None,
-    ) -> list[str]:
-        """Draw the four PNG figures of ``solver.plots`` into ``output_dir``; return their paths.
-
-        matplotlib is imported only here (the ``plots`` extra); the service never needs it.
-        """
-        from solver.plots.costmodel import plot_all
-
-        paths = plot_all(self, output_dir, output_len=output_len, chunk_size=chunk_size, profile=profile)
-        return [str(p) for p in paths]
 
     # --- the design's formulas (scalar) -----------------------------------------------------
     def t_prefill(self, prompt_len: float) -> float:
@@ -211,15 +175,34 @@ class AnalyticalCostModel:
         decode_d = self.t_decode_total(predicted_output_len, decode_batch_size + 1)
         t_c = prefill + decode_c + interference
         t_d = prefill + transfer + decode_d
+        is_disagg = t_d < t_c
         return RouteBreakdown(
-            decision=DISAGGREGATED if t_d < t_c else COLLOCATED,
+            decision=DISAGGREGATED if is_disagg else COLLOCATED,
+            reason=REASON_INTERFERENCE if is_disagg else REASON_TRANSFER,
             t_collocated_ms=t_c,
             t_disaggregated_ms=t_d,
+            assumed=(),
             prefill_ms=prefill,
             transfer_ms=transfer,
             interference_ms=interference,
             decode_collocated_ms=decode_c,
             decode_disaggregated_ms=decode_d,
+        )
+
+    def decide(self, inputs: RouteInputs) -> RouteBreakdown:
+        """The ``DecisionModel`` call: ``explain`` on the design's five inputs."""
+        return self.explain(
+            inputs.prompt_len,
+            inputs.predicted_output_len,
+            inputs.system_load,
+            inputs.decode_batch_size,
+            inputs.chunk_size,
+        )
+
+    def decide_many(self, columns: RouteColumns) -> RouteBatch:
+        """The ``DecisionModel`` call: ``route_many`` on the design's inputs."""
+        return self.route_many(
+            columns.prompt_len, columns.predicted_output_len, columns.system_load, columns.decode_batch_size
         )
 
     def route(

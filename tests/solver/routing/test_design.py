@@ -11,7 +11,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from solver.costmodel import COLLOCATED, DISAGGREGATED, AnalyticalCostModel
 from solver.errors import InvalidParams
 from solver.params import (
     PARAM_NAMES,
@@ -22,6 +21,8 @@ from solver.params import (
     parse_params,
     save_params,
 )
+from solver.routing.design import AnalyticalCostModel
+from solver.routing.types import COLLOCATED, DISAGGREGATED
 from tests.conftest import TEST_PARAMS
 
 # The design's RTX 4090 figures (gamma, pinned-relay bandwidth, Qwen3-8B KV bytes, batch_thresh)
@@ -171,7 +172,8 @@ _DELETE = object()
         (_text(alpha=1).replace('"alpha": 1', '"alpha": NaN'), "non-finite number NaN"),
         (_text(beta=1).replace('"beta": 1', '"beta": Infinity'), "non-finite number Infinity"),
         (_text(gamma=1).replace('"gamma": 1', '"gamma": 1e400'), "gamma: must be finite"),
-        (_text(schema_version=2), "schema_version: unsupported version 2"),
+        (_text(schema_version=3), "schema_version: unsupported version 3"),
+        (_text(schema_version=2), "queue_aware: missing"),
         (_text(schema_version="1"), "schema_version: unsupported version '1'"),
         (_text(schema_version=_DELETE), "schema_version: missing"),
         (_text(metadata=[]), "metadata: expected an object"),
@@ -207,7 +209,7 @@ def test_bad_params_files_name_the_file(tmp_path: Path) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text(_text(alpha=-1))
     with pytest.raises(InvalidParams, match=f"{bad}: alpha: must be > 0"):
-        AnalyticalCostModel.load_params(bad)
+        AnalyticalCostModel(load_params(bad))
     binary = tmp_path / "binary.json"
     binary.write_bytes(b"\xff\xfe\x00garbage")
     with pytest.raises(InvalidParams, match="not valid JSON"):
@@ -218,10 +220,6 @@ def test_dataclass_validates_when_built_in_code() -> None:
     with pytest.raises(InvalidParams, match="alpha: must be finite"):
         CostModelParams(
             alpha=float("nan"), beta=1, batch_thresh=1, gamma=1, bandwidth_GBps=1, bytes_per_token=1
-        )
-    with pytest.raises(InvalidParams, match="schema_version"):
-        CostModelParams(
-            alpha=1, beta=1, batch_thresh=1, gamma=1, bandwidth_GBps=1, bytes_per_token=1, schema_version=2
         )
 
 
@@ -247,8 +245,7 @@ def test_save_load_round_trip_keeps_everything(tmp_path: Path) -> None:
     loaded = load_params(path)
     assert loaded == params
     assert loaded.params_id == params.params_id
-    model = AnalyticalCostModel.load_params(path)
-    model.save_params(tmp_path / "again.json")
+    save_params(load_params(path), tmp_path / "again.json")
     assert (tmp_path / "again.json").read_bytes() == path.read_bytes()
 
 

@@ -1,0 +1,37 @@
+"""Routing decisions: what a decision model is, the two models, and the registry by name."""
+
+from solver.routing.design import AnalyticalCostModel, RouteBatch, RouteBreakdown
+from solver.routing.queue_aware import QueueAwareBatch, QueueAwareBreakdown, QueueAwareModel
+from solver.routing.registry import AUTO, MODEL_NAMES, all_reasons, build_model, default_model_name
+from solver.routing.types import (
+    COLLOCATED,
+    DISAGGREGATED,
+    OPTIONAL_INPUTS,
+    Decision,
+    DecisionModel,
+    RouteColumns,
+    RouteInputs,
+    term_names,
+)
+
+__all__ = [
+    "AUTO",
+    "COLLOCATED",
+    "DISAGGREGATED",
+    "MODEL_NAMES",
+    "OPTIONAL_INPUTS",
+    "AnalyticalCostModel",
+    "Decision",
+    "DecisionModel",
+    "QueueAwareBatch",
+    "QueueAwareBreakdown",
+    "QueueAwareModel",
+    "RouteBatch",
+    "RouteBreakdown",
+    "RouteColumns",
+    "RouteInputs",
+    "all_reasons",
+    "build_model",
+    "default_model_name",
+    "term_names",
+]

@@ -1,0 +1,476 @@
+"""The queue-, harm- and SLO-aware decision model.
+
+It predicts, for both paths, the request's own TTFT, TPOT and end-to-end latency and the
+harm the path does to other requests, then decides on ``own e2e + w * harm`` under the
+request's TTFT/TPOT targets. Step-time forms (``solver.queue_params``, fitted from the profile
+by ``solver.fit_queue``)::
+
+    T_P(u)  = prefill_floor + prefill_per_token * max(0, u - knee)      a prefill of u tokens
+    s(B, K) = decode_base + decode_per_seq * B + decode_per_ctx * K     a decode step
+    f(c, B) = c * (chunk_per_token + chunk_per_token_sq * c + chunk_per_token_seq * B)
+
+Inputs (``RouteInputs``): L prompt, O predicted output, B / K decodes and their context on the
+collocation GPU, B' / K' on the decode GPU, c chunk, P prompt tokens pending prefill on the
+collocation GPU, h cached prompt tokens, the prefill pool's q waiting requests holding Q
+tokens, r running prefills and G GPUs.
+
+Collocated (the prompt is prefilled in chunks between the running decodes, after P)::
+
+    u = L - h;  n = ceil((P + u) / c);  rest = P + u - (n - 1) * c
+    TTFT_c = n * s(B, K) + (n - 1) * f(c, B) + f(rest, B)     if B > 0   (each chunk costs a whole step)
+           = T_P(u) + T_P(P) [if P > 0]                        if B = 0   (prefill-only steps)
+    TPOT_c = s(B + 1, K + L + O/2)
+    harm_c = B * u * f(c, B) / c  +  B * (O - 1) * (decode_per_seq + decode_per_ctx * (L + O/2))
+
+The first harm term is what the running decodes wait for this prompt's chunks: every chunk
+step is longer by f for each of them. The second is the slower decode step they share once
+this request decodes beside them.
+
+Disaggregated (a prefill GPU, then the KV cache over the link)::
+
+    t = T_P(Q / q) if q > 0 else T_P(L)                        mean prefill ahead
+    W = t / (G + 1) [if r >= G]  +  q * t / G                   wait for a prefill GPU
+    TTFT_d = W + T_P(L) + (L - h) * bytes_per_token / bandwidth
+    TPOT_d = s(B' + 1, K' + L + O/2)
+    harm_d = q * T_P(L) / G  +  B' * (O - 1) * (decode_per_seq + decode_per_ctx * (L + O/2))
+
+When every prefill GPU is busy, the first frees after about ``t / (G + 1)`` (the least of G
+residual service times), then the queue drains G at a time. The first harm term prices the
+requests that will queue behind this prefill: as many as wait now, each ``T_P(L) / G`` later.
+
+Decision: with ``J = E2E + w * harm``, a path is feasible when its predicted TTFT and TPOT
+stay within ``(1 - slo_margin)`` of the request's targets (the margin absorbs the prediction's
+own error: without it, queues settle right at the target and half their requests miss it).
+One feasible path wins; with both, the smaller ``J`` (ties collocate). With neither, the
+request cannot make its targets on either path, and ``meets_slo`` is false (the gateway may
+shed it): it goes to the path where it is predicted later, so that it does not lengthen the
+queue that can still serve other requests in time (ties collocate). The reason code names
+the component that favoured the chosen path most (see ``REASONS``).
+
+Defaults for inputs not reported (listed in the answer's ``assumed``): no prefill queue
+(q = 0, Q = q * L, r = G if q > 0 else 0, G = 1), nothing pending locally (P = 0), running
+decodes with this prompt's context (K = B * L, K' = B' * L), no prefix hit (h = 0), no
+targets. ``decide`` and ``decide_many`` evaluate the same operations in the same order on IEEE
+doubles, so their answers agree bit for bit (a property test checks it).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from solver.params import CostModelParams
+from solver.queue_params import QueueAwareParams
+from solver.routing.types import (
+    COLLOCATED,
+    DISAGGREGATED,
+    OPTIONAL_INPUTS,
+    Decision,
+    FloatArray,
+    RouteColumns,
+    RouteInputs,
+)
+
+NAME = "queue-aware"
+DEFAULT_HARM_WEIGHT = 0.0
+DEFAULT_SLO_MARGIN = 0.1
+
+REASON_SLO_ONLY = "slo_only_feasible"  # only the chosen path meets the targets
+REASON_SLO_NONE = "slo_none_feasible"  # neither does: sent where it blocks no feasible request
+REASON_PREFILL_QUEUE = "prefill_queue"  # collocated: the prefill pool's wait
+REASON_LOCAL_BACKLOG = "local_backlog"  # disaggregated: prompts already pending on the GPU
+REASON_LOCAL_FASTER = "local_prefill_faster"  # collocated: chunks cost less than prefill + transfer
+REASON_REMOTE_FASTER = "remote_prefill_faster"  # disaggregated: prefill + transfer cost less than chunks
+REASON_DECODE = "decode_faster"  # the decode phase differs most (different GPUs)
+REASON_HARM = "less_harm"  # the harm to other requests decided
+REASONS = (
+    REASON_SLO_ONLY,
+    REASON_SLO_NONE,
+    REASON_PREFILL_QUEUE,
+    REASON_LOCAL_BACKLOG,
+    REASON_LOCAL_FASTER,
+    REASON_REMOTE_FASTER,
+    REASON_DECODE,
+    REASON_HARM,
+)
+# Index of the component favouring the chosen path most -> reason, per chosen path.
+_COMPONENT_REASON = {
+    COLLOCATED: (REASON_PREFILL_QUEUE, REASON_LOCAL_FASTER, REASON_DECODE, REASON_HARM),
+    DISAGGREGATED: (REASON_LOCAL_BACKLOG, REASON_REMOTE_FASTER, REASON_DECODE, REASON_HARM),
+}
+
+
+@dataclass(frozen=True)
+class QueueAwareBreakdown:
+    """One decision of the queue-aware model with every term (ms unless named otherwise)."""
+
+    decision: Decision
+    reason: str
+    t_collocated_ms: float  # predicted end-to-end latency, collocated
+    t_disaggregated_ms: float  # predicted end-to-end latency, disaggregated
+    assumed: tuple[str, ...]  # optional inputs not reported, taken at their defaults
+    meets_slo: bool  # the chosen path is predicted to meet the request's targets
+    ttft_collocated_ms: float
+    ttft_disaggregated_ms: float
+    tpot_collocated_ms: float
+    tpot_disaggregated_ms: float
+    local_backlog_ms: float  # collocated TTFT share spent on prompts pending ahead
+    local_prefill_ms: float  # collocated TTFT share spent on this prompt's chunks
+    chunk_steps: float  # engine steps until the collocated prefill completes
+    prefill_wait_ms: float  # disaggregated: wait for a prefill GPU
+    prefill_ms: float  # disaggregated: the prefill itself
+    transfer_ms: float  # disaggregated: the KV-cache transfer
+    harm_collocated_ms: float  # delay the collocated path adds to other requests
+    harm_disaggregated_ms: float  # delay the disaggregated path adds to other requests
+    harm_weight: float  # w
+    cost_collocated_ms: float  # e2e + w * harm
+    cost_disaggregated_ms: float
+
+
+_ARRAY_TERMS = (
+    "t_collocated_ms",
+    "t_disaggregated_ms",
+    "ttft_collocated_ms",
+    "ttft_disaggregated_ms",
+    "tpot_collocated_ms",
+    "tpot_disaggregated_ms",
+    "local_backlog_ms",
+    "local_prefill_ms",
+    "chunk_steps",
+    "prefill_wait_ms",
+    "prefill_ms",
+    "transfer_ms",
+    "harm_collocated_ms",
+    "harm_disaggregated_ms",
+    "cost_collocated_ms",
+    "cost_disaggregated_ms",
+)
+
+
+@dataclass(frozen=True)
+class QueueAwareBatch:
+    """Vectorised decisions: one array per term of ``QueueAwareBreakdown``."""
+
+    is_disaggregated: npt.NDArray[np.bool_]
+    meets_slo: npt.NDArray[np.bool_]
+    reason_index: npt.NDArray[np.int64]  # into REASONS
+    is_missing: npt.NDArray[np.bool_]  # (len(OPTIONAL_INPUTS), n)
+    harm_weight: float
+    terms: dict[str, FloatArray]  # every name of _ARRAY_TERMS
+
+    def decisions(self) -> list[Decision]:
+        return [DISAGGREGATED if d else COLLOCATED for d in self.is_disaggregated.tolist()]
+
+    def rows(self) -> list[QueueAwareBreakdown]:
+        """One breakdown per request, equal to ``decide``'s for the same inputs."""
+        missing_cols = self.is_missing.T.tolist()
+        columns = [self.terms[name].tolist() for name in _ARRAY_TERMS]
+        out = []
+        for i, (d, ok, reason, miss) in enumerate(
+            zip(
+                self.is_disaggregated.tolist(),
+                self.meets_slo.tolist(),
+                self.reason_index.tolist(),
+                missing_cols,
+                strict=True,
+            )
+        ):
+            out.append(
+                QueueAwareBreakdown(
+                    decision=DISAGGREGATED if d else COLLOCATED,
+                    reason=REASONS[reason],
+                    assumed=tuple(n for n, m in zip(OPTIONAL_INPUTS, miss, strict=True) if m),
+                    meets_slo=ok,
+                    harm_weight=self.harm_weight,
+                    **{name: col[i] for name, col in zip(_ARRAY_TERMS, columns, strict=True)},
+                )
+            )
+        return out
+
+
+class QueueAwareModel:
+    """The queue-, harm- and SLO-aware model (module docstring) on fitted ``QueueAwareParams``."""
+
+    name = NAME
+    reasons = REASONS
+
+    def __init__(
+        self,
+        params: CostModelParams,
+        harm_weight: float = DEFAULT_HARM_WEIGHT,
+        slo_margin: float = DEFAULT_SLO_MARGIN,
+    ) -> None:
+        if params.queue_aware is None:
+            raise ValueError("these params carry no queue-aware forms (schema version 1)")
+        if not (math.isfinite(harm_weight) and harm_weight >= 0):
+            raise ValueError(f"harm_weight: expected a finite number >= 0, got {harm_weight!r}")
+        if not (math.isfinite(slo_margin) and 0 <= slo_margin < 1):
+            raise ValueError(f"slo_margin: expected a number in [0, 1), got {slo_margin!r}")
+        self.params = params
+        q: QueueAwareParams = params.queue_aware
+        self.harm_weight = float(harm_weight)
+        self.slo_margin = float(slo_margin)
+        self._feasible = 1.0 - self.slo_margin  # the largest lateness that counts as meeting a target
+        self._pf = float(q.prefill_floor_ms)
+        self._p1 = float(q.prefill_ms_per_token)
+        self._knee = float(q.prefill_knee_tokens)
+        self._a0 = float(q.decode_base_ms)
+        self._a1 = float(q.decode_ms_per_seq)
+        self._a2 = float(q.decode_ms_per_context_token)
+        self._i1 = float(q.chunk_ms_per_token)
+        self._i2 = float(q.chunk_ms_per_token_sq)
+        self._i3 = float(q.chunk_ms_per_token_seq)
+        self._xfer = float(params.bytes_per_token) / (float(params.bandwidth_GBps) * 1e6)
+
+    # --- the forms (scalar) -------------------------------------------------------------------
+    def prefill_ms(self, tokens: float) -> float:
+        """``T_P(u)``: a prefill of ``tokens`` prompt tokens on an idle GPU (ms)."""
+        return self._pf + self._p1 * max(0.0, tokens - self._knee)
+
+    def step_ms(self, batch: float, context_tokens: float) -> float:
+        """``s(B, K)``: one decode step of ``batch`` sequences holding ``context_tokens`` (ms)."""
+        return self._a0 + self._a1 * batch + self._a2 * context_tokens
+
+    def chunk_ms(self, chunk: float, batch: float) -> float:
+        """``f(c, B)``: what ``chunk`` prefill tokens add to a step of ``batch`` decodes (ms)."""
+        return chunk * (self._i1 + self._i2 * chunk + self._i3 * batch)
+
+    # --- one request --------------------------------------------------------------------------
+    def decide(self, x: RouteInputs) -> QueueAwareBreakdown:
+        """The decision with every term (module docstring)."""
+        L = float(x.prompt_len)
+        out = float(x.predicted_output_len)  # O in the docstring
+        B = float(x.system_load)
+        Bd = float(x.decode_batch_size)
+        c = float(x.chunk_size)
+        h = 0.0 if x.cached_prompt_tokens is None else min(float(x.cached_prompt_tokens), L - 1.0)
+        P = 0.0 if x.pending_prefill_tokens is None else float(x.pending_prefill_tokens)
+        Pd = 0.0 if x.decode_pending_prefill_tokens is None else float(x.decode_pending_prefill_tokens)
+        K = B * L if x.colloc_context_tokens is None else float(x.colloc_context_tokens)
+        Kd = Bd * L if x.decode_context_tokens is None else float(x.decode_context_tokens)
+        q = 0.0 if x.prefill_queue_requests is None else float(x.prefill_queue_requests)
+        Q = q * L if x.prefill_queue_tokens is None else float(x.prefill_queue_tokens)
+        G = 1.0 if x.prefill_pool_gpus is None else float(x.prefill_pool_gpus)
+        if x.prefill_running_requests is None:
+            r = G if q > 0.0 else 0.0
+        else:
+            r = float(x.prefill_running_requests)
+        ttft_slo = math.inf if x.ttft_slo_ms is None else float(x.ttft_slo_ms)
+        tpot_slo = math.inf if x.tpot_slo_ms is None else float(x.tpot_slo_ms)
+        w = self.harm_weight
+        half_out = 0.5 * out
+        join = (out - 1.0) * (self._a1 + self._a2 * (L + half_out))
+
+        # Collocated.
+        u = L - h
+        total = P + u
+        n = math.ceil(total / c)
+        rest = total - (n - 1.0) * c
+        f_full = self.chunk_ms(c, B)
+        if B > 0.0:
+            step = self.step_ms(B, K)
+            in_flight = 0.5 * step
+            ttft_c = in_flight + n * step + (n - 1.0) * f_full + self.chunk_ms(rest, B)
+        else:
+            in_flight = 0.0
+            ttft_c = self.prefill_ms(u) + (self.prefill_ms(P) if P > 0.0 else 0.0)
+        backlog = in_flight + (ttft_c - in_flight) * (P / total)
+        own_c = ttft_c - backlog
+        tpot_c = self.step_ms(B + 1.0, K + L + half_out) + min(1.0, P / c) * self.chunk_ms(c, B + 1.0)
+        e2e_c = ttft_c + (out - 1.0) * tpot_c
+        harm_c = B * u * f_full / c + B * join
+
+        # Disaggregated.
+        t_prefill = self.prefill_ms(L)
+        t_ahead = self.prefill_ms(Q / q) if q > 0.0 else t_prefill
+        wait = (t_ahead / (G + 1.0) if r >= G else 0.0) + q * t_ahead / G
+        transfer = (L - h) * self._xfer
+        ttft_d = wait + t_prefill + transfer
+        tpot_d = self.step_ms(Bd + 1.0, Kd + L + half_out) + min(1.0, Pd / c) * self.chunk_ms(c, Bd + 1.0)
+        e2e_d = ttft_d + (out - 1.0) * tpot_d
+        harm_d = q * t_prefill / G + Bd * join
+
+        cost_c = e2e_c + w * harm_c
+        cost_d = e2e_d + w * harm_d
+        late_c = max(ttft_c / ttft_slo, tpot_c / tpot_slo)
+        late_d = max(ttft_d / ttft_slo, tpot_d / tpot_slo)
+        ok_c, ok_d = late_c <= self._feasible, late_d <= self._feasible
+        if ok_c and ok_d:
+            is_disagg = cost_d < cost_c
+            diffs = (
+                (
+                    backlog - wait,
+                    own_c - (t_prefill + transfer),
+                    (out - 1.0) * (tpot_c - tpot_d),
+                    w * (harm_c - harm_d),
+                )
+                if is_disagg
+                else (
+                    wait - backlog,
+                    (t_prefill + transfer) - own_c,
+                    (out - 1.0) * (tpot_d - tpot_c),
+                    w * (harm_d - harm_c),
+                )
+            )
+            best = 0
+            for k in range(1, 4):
+                if diffs[k] > diffs[best]:
+                    best = k
+            reason = _COMPONENT_REASON[DISAGGREGATED if is_disagg else COLLOCATED][best]
+            meets = True
+        elif ok_c or ok_d:
+            is_disagg, reason, meets = ok_d, REASON_SLO_ONLY, True
+        else:
+            is_disagg, reason, meets = late_d > late_c, REASON_SLO_NONE, False
+        return QueueAwareBreakdown(
+            decision=DISAGGREGATED if is_disagg else COLLOCATED,
+            reason=reason,
+            t_collocated_ms=e2e_c,
+            t_disaggregated_ms=e2e_d,
+            assumed=x.missing(),
+            meets_slo=meets,
+            ttft_collocated_ms=ttft_c,
+            ttft_disaggregated_ms=ttft_d,
+            tpot_collocated_ms=tpot_c,
+            tpot_disaggregated_ms=tpot_d,
+            local_backlog_ms=backlog,
+            local_prefill_ms=own_c,
+            chunk_steps=float(n),
+            prefill_wait_ms=wait,
+            prefill_ms=t_prefill,
+            transfer_ms=transfer,
+            harm_collocated_ms=harm_c,
+            harm_disaggregated_ms=harm_d,
+            harm_weight=w,
+            cost_collocated_ms=cost_c,
+            cost_disaggregated_ms=cost_d,
+        )
+
+    # --- many requests ------------------------------------------------------------------------
+    def _prefill_many(self, tokens: FloatArray) -> FloatArray:
+        return self._pf + self._p1 * np.maximum(0.0, tokens - self._knee)
+
+    def _step_many(self, batch: FloatArray, context: FloatArray) -> FloatArray:
+        return self._a0 + self._a1 * batch + self._a2 * context
+
+    def _chunk_many(self, chunk: FloatArray, batch: FloatArray) -> FloatArray:
+        return chunk * (self._i1 + self._i2 * chunk + self._i3 * batch)
+
+    def decide_many(self, cols: RouteColumns) -> QueueAwareBatch:
+        """``decide`` for every request of ``cols``, vectorised: the same bits."""
+        opt = cols.optional
+        missing = np.stack([np.isnan(opt[name]) for name in OPTIONAL_INPUTS])
+
+        def given(name: str, default: FloatArray) -> FloatArray:
+            v = opt[name]
+            return np.where(np.isnan(v), default, v)
+
+        L = cols.prompt_len
+        out = cols.predicted_output_len  # O in the docstring
+        B = cols.system_load
+        Bd = cols.decode_batch_size
+        c = cols.chunk_size
+        zero = np.zeros_like(L)
+        h = np.minimum(given("cached_prompt_tokens", zero), L - 1.0)
+        P = given("pending_prefill_tokens", zero)
+        Pd = given("decode_pending_prefill_tokens", zero)
+        K = given("colloc_context_tokens", B * L)
+        Kd = given("decode_context_tokens", Bd * L)
+        q = given("prefill_queue_requests", zero)
+        Q = given("prefill_queue_tokens", q * L)
+        G = given("prefill_pool_gpus", np.ones_like(L))
+        r = given("prefill_running_requests", np.where(q > 0.0, G, 0.0))
+        ttft_slo = given("ttft_slo_ms", np.full_like(L, math.inf))
+        tpot_slo = given("tpot_slo_ms", np.full_like(L, math.inf))
+        w = self.harm_weight
+        half_out = 0.5 * out
+        join = (out - 1.0) * (self._a1 + self._a2 * (L + half_out))
+
+        u = L - h
+        total = P + u
+        n = np.ceil(total / c)
+        rest = total - (n - 1.0) * c
+        f_full = self._chunk_many(c, B)
+        step = self._step_many(B, K)
+        in_flight = np.where(B > 0.0, 0.5 * step, 0.0)
+        chunked = in_flight + n * step + (n - 1.0) * f_full + self._chunk_many(rest, B)
+        idle = self._prefill_many(u) + np.where(P > 0.0, self._prefill_many(P), 0.0)
+        ttft_c = np.where(B > 0.0, chunked, idle)
+        backlog = in_flight + (ttft_c - in_flight) * (P / total)
+        own_c = ttft_c - backlog
+        tpot_c = self._step_many(B + 1.0, K + L + half_out) + np.minimum(1.0, P / c) * self._chunk_many(
+            c, B + 1.0
+        )
+        e2e_c = ttft_c + (out - 1.0) * tpot_c
+        harm_c = B * u * f_full / c + B * join
+
+        t_prefill = self._prefill_many(L)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            t_ahead = np.where(q > 0.0, self._prefill_many(Q / q), t_prefill)
+        wait = np.where(r >= G, t_ahead / (G + 1.0), 0.0) + q * t_ahead / G
+        transfer = (L - h) * self._xfer
+        ttft_d = wait + t_prefill + transfer
+        tpot_d = self._step_many(Bd + 1.0, Kd + L + half_out) + np.minimum(1.0, Pd / c) * self._chunk_many(
+            c, Bd + 1.0
+        )
+        e2e_d = ttft_d + (out - 1.0) * tpot_d
+        harm_d = q * t_prefill / G + Bd * join
+
+        cost_c = e2e_c + w * harm_c
+        cost_d = e2e_d + w * harm_d
+        late_c = np.maximum(ttft_c / ttft_slo, tpot_c / tpot_slo)
+        late_d = np.maximum(ttft_d / ttft_slo, tpot_d / tpot_slo)
+        ok_c, ok_d = late_c <= self._feasible, late_d <= self._feasible
+        both = ok_c & ok_d
+        by_cost = cost_d < cost_c
+        is_disagg = np.where(both, by_cost, np.where(ok_c | ok_d, ok_d, late_d > late_c))
+        sign = np.where(by_cost, 1.0, -1.0)
+        diffs = np.stack(
+            (
+                sign * (backlog - wait),
+                sign * (own_c - (t_prefill + transfer)),
+                sign * ((out - 1.0) * (tpot_c - tpot_d)),
+                sign * (w * (harm_c - harm_d)),
+            )
+        )
+        component = np.argmax(diffs, axis=0)
+        lookup = np.array(
+            [
+                [REASONS.index(name) for name in _COMPONENT_REASON[path]]
+                for path in (COLLOCATED, DISAGGREGATED)
+            ]
+        )
+        reason = np.where(
+            both,
+            lookup[by_cost.astype(np.int64), component],
+            np.where(ok_c | ok_d, REASONS.index(REASON_SLO_ONLY), REASONS.index(REASON_SLO_NONE)),
+        ).astype(np.int64)
+        terms = {
+            "t_collocated_ms": e2e_c,
+            "t_disaggregated_ms": e2e_d,
+            "ttft_collocated_ms": ttft_c,
+            "ttft_disaggregated_ms": ttft_d,
+            "tpot_collocated_ms": tpot_c,
+            "tpot_disaggregated_ms": tpot_d,
+            "local_backlog_ms": backlog,
+            "local_prefill_ms": own_c,
+            "chunk_steps": n,
+            "prefill_wait_ms": wait,
+            "prefill_ms": t_prefill,
+            "transfer_ms": transfer,
+            "harm_collocated_ms": harm_c,
+            "harm_disaggregated_ms": harm_d,
+            "cost_collocated_ms": cost_c,
+            "cost_disaggregated_ms": cost_d,
+        }
+        return QueueAwareBatch(
+            is_disaggregated=np.asarray(is_disagg, dtype=np.bool_),
+            meets_slo=ok_c | ok_d,
+            reason_index=reason,
+            is_missing=missing,
+            harm_weight=w,
+            terms=terms,
+        )

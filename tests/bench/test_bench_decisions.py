@@ -1,0 +1,61 @@
+"""``bench.bench_decisions``: the load search, and a small end-to-end run without ../shared."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bench.bench_decisions import find_top_rate, main
+from solver.profile_io import save_profile_json
+from tests.solver.sim.profiles import make_profile
+
+
+@pytest.mark.parametrize("knee", [0.3, 7.0, 55.0, 900.0])
+def test_load_search_finds_the_knee_within_ten_percent(knee: float) -> None:
+    asked: list[float] = []
+
+    def miss_at(rate: float) -> float:
+        asked.append(rate)
+        return 0.5 if rate >= knee else 0.01
+
+    top = find_top_rate(miss_at, 0.2)
+    assert knee <= top <= 1.1 * knee
+    assert len(asked) < 30
+
+
+def test_bench_runs_on_a_poisson_load_when_the_trace_is_missing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    profile = save_profile_json(make_profile(), tmp_path / "synthetic.json")
+    out = tmp_path / "bench.json"
+    args = ["--profile", str(profile), "--trace", str(tmp_path / "none.csv"), "--max-requests", "300"]
+    args += ["--topology", "conditional,pools", "--predict", "exact,mean", "--json", str(out)]
+    assert main(args) == 0
+    printed = capsys.readouterr()
+    assert "no trace at" in printed.err
+    doc = json.loads(out.read_text())
+    assert [(b["topology"], b["predict"]) for b in doc["blocks"]] == [
+        ("conditional", "exact"),
+        ("conditional", "mean"),
+        ("pools", "exact"),
+        ("pools", "mean"),
+    ]
+    for block in doc["blocks"]:
+        loads = block["loads"]
+        assert len(loads) == 4 and [x["rate"] for x in loads] == sorted(x["rate"] for x in loads)
+        top = {p["policy"]: p for p in loads[-1]["policies"]}
+        assert 1 - top["collocated"]["slo_attainment"] >= 0.2  # the highest load overloads collocation
+        for load in loads:
+            names = [p["policy"] for p in load["policies"]]
+            assert names[:5] == ["collocated", "disaggregated", "threshold", "threshold-queue", "best-static"]
+            summary = load["candidate"]
+            assert summary["best_rule"] in names[:4]
+            best = {p["policy"]: p for p in load["policies"]}
+            expected = best["cost-model"]["goodput_rps"] / best["best-static"]["goodput_rps"]
+            assert summary["goodput_vs_best_static"] == pytest.approx(expected)
+            assert summary["ttft_err_p50_pct"] is not None  # the cost model predicts
+    # Static rules ignore the prediction: their rows are the same in both modes.
+    exact, mean = doc["blocks"][0]["loads"][0]["policies"], doc["blocks"][1]["loads"][0]["policies"]
+    assert exact[:5] == mean[:5]

@@ -1,0 +1,311 @@
+"""The queue-aware model: hand-computed terms, the SLO rule, defaults, and scalar == vectorised."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from solver.errors import InvalidParams
+from solver.params import params_from_dict
+from solver.queue_params import QueueAwareParams
+from solver.routing import (
+    AUTO,
+    OPTIONAL_INPUTS,
+    AnalyticalCostModel,
+    QueueAwareBreakdown,
+    QueueAwareModel,
+    RouteColumns,
+    RouteInputs,
+    all_reasons,
+    build_model,
+    default_model_name,
+    term_names,
+)
+from solver.routing.queue_aware import REASONS
+from tests.conftest import TEST_PARAMS
+
+# Round forms so every term below can be checked by hand.
+FORMS = {
+    "prefill_floor_ms": 10.0,
+    "prefill_ms_per_token": 0.02,
+    "prefill_knee_tokens": 100.0,
+    "decode_base_ms": 5.0,
+    "decode_ms_per_seq": 0.01,
+    "decode_ms_per_context_token": 1e-5,
+    "chunk_ms_per_token": 0.01,
+    "chunk_ms_per_token_sq": 0.0,
+    "chunk_ms_per_token_seq": 0.0,
+}
+# TEST_PARAMS: bytes_per_token 147456, bandwidth 12.9 GB/s.
+XFER = 147456 / 12.9e6
+
+
+def _model(harm_weight: float = 0.0, **forms: float) -> QueueAwareModel:
+    doc: dict[str, Any] = {**TEST_PARAMS, "schema_version": 2, "queue_aware": {**FORMS, **forms}}
+    return QueueAwareModel(params_from_dict(doc), harm_weight=harm_weight)
+
+
+def test_collocated_terms_by_hand() -> None:
+    # L=1000, O=101, B=10 decodes with K=20000 context tokens, chunk 256, 100 tokens pending.
+    b = _model().decide(
+        RouteInputs(1000, 101, 10, 10, 256, pending_prefill_tokens=100, colloc_context_tokens=20_000)
+    )
+    # P + u = 1100 -> n = ceil(1100/256) = 5 steps, the last carrying 1100 - 4*256 = 76 tokens.
+    step = 5.0 + 0.01 * 10 + 1e-5 * 20_000  # 5.3 ms
+    # Half the step in flight, then the chunk steps: 2.65 + 26.5 + 10.24 + 0.76.
+    steps = 5 * step + 4 * (0.01 * 256) + 0.01 * 76
+    ttft = 0.5 * step + steps
+    assert b.chunk_steps == 5.0
+    assert b.ttft_collocated_ms == pytest.approx(ttft)
+    assert b.local_backlog_ms == pytest.approx(0.5 * step + steps * 100 / 1100)
+    # Decode steps with one more sequence, plus chunks in the share of steps the pending tokens fill.
+    tpot = 5.0 + 0.01 * 11 + 1e-5 * (20_000 + 1000 + 50.5) + (100 / 256) * (0.01 * 256)
+    assert b.tpot_collocated_ms == pytest.approx(tpot)
+    assert b.t_collocated_ms == pytest.approx(ttft + 100 * tpot)
+    # Harm: 10 decodes wait 0.01 ms per prompt token, and share a slower step for 100 steps.
+    join = 100 * (0.01 + 1e-5 * (1000 + 50.5))
+    assert b.harm_collocated_ms == pytest.approx(10 * 1000 * 0.01 + 10 * join)
+
+
+def test_disaggregated_terms_by_hand() -> None:
+    # 2 prefill GPUs, both busy, 3 requests holding 1,500 tokens waiting.
+    b = _model().decide(
+        RouteInputs(
+            1000,
+            101,
+            10,
+            4,
+            256,
+            prefill_queue_requests=3,
+            prefill_queue_tokens=1500,
+            prefill_running_requests=2,
+            prefill_pool_gpus=2,
+            decode_context_tokens=8000,
+        )
+    )
+    t_ahead = 10.0 + 0.02 * (500 - 100)  # mean prompt ahead: 500 tokens -> 18 ms
+    wait = t_ahead / 3 + 3 * t_ahead / 2  # first GPU frees after t/(G+1), then 3 more at G a time
+    prefill = 10.0 + 0.02 * 900  # 28 ms
+    assert b.prefill_wait_ms == pytest.approx(wait)
+    assert b.prefill_ms == pytest.approx(prefill)
+    assert b.transfer_ms == pytest.approx(1000 * XFER)
+    assert b.ttft_disaggregated_ms == pytest.approx(wait + prefill + 1000 * XFER)
+    tpot = 5.0 + 0.01 * 5 + 1e-5 * (8000 + 1000 + 50.5)
+    assert b.tpot_disaggregated_ms == pytest.approx(tpot)
+    join = 100 * (0.01 + 1e-5 * (1000 + 50.5))
+    assert b.harm_disaggregated_ms == pytest.approx(3 * prefill / 2 + 4 * join)
+
+
+def test_idle_gpu_prefills_without_decode_steps() -> None:
+    b = _model().decide(RouteInputs(600, 10, 0, 0, 256, pending_prefill_tokens=300))
+    assert b.ttft_collocated_ms == pytest.approx((10 + 0.02 * 500) + (10 + 0.02 * 200))
+    assert b.harm_collocated_ms == 0.0
+
+
+def test_prefix_hit_saves_local_prefill_and_transfer() -> None:
+    hit = _model().decide(RouteInputs(1000, 10, 4, 4, 256, cached_prompt_tokens=900))
+    miss = _model().decide(RouteInputs(1000, 10, 4, 4, 256, cached_prompt_tokens=0))
+    assert hit.chunk_steps == 1.0 and miss.chunk_steps == 4.0
+    assert hit.transfer_ms == pytest.approx(100 * XFER)
+    assert hit.prefill_ms == miss.prefill_ms  # the prefill GPU has no cache: full prompt
+    # A hit never costs more than the whole prompt; a hit of the whole prompt still computes one token.
+    assert _model().decide(
+        RouteInputs(10, 10, 4, 4, 256, cached_prompt_tokens=10)
+    ).transfer_ms == pytest.approx(XFER)
+
+
+def test_defaults_are_listed_and_used() -> None:
+    b = _model().decide(RouteInputs(512, 100, 3, 3, 256))
+    assert b.assumed == OPTIONAL_INPUTS
+    given_all = RouteInputs(512, 100, 3, 3, 256, **{name: 1 for name in OPTIONAL_INPUTS})
+    assert _model().decide(given_all).assumed == ()
+    # Missing context means running decodes like this prompt: K = B * L.
+    explicit = _model().decide(RouteInputs(512, 100, 3, 3, 256, colloc_context_tokens=3 * 512))
+    assert explicit.ttft_collocated_ms == b.ttft_collocated_ms
+    # No queue reported: no wait.
+    assert b.prefill_wait_ms == 0.0
+
+
+def test_a_long_prefill_queue_keeps_requests_local() -> None:
+    model = _model()
+    decisions = [
+        model.decide(
+            RouteInputs(
+                2000,
+                100,
+                20,
+                20,
+                512,
+                prefill_queue_requests=q,
+                prefill_pool_gpus=2,
+                pending_prefill_tokens=3000,
+            )
+        ).decision
+        for q in range(0, 40)
+    ]
+    assert decisions[0] == "disaggregated"
+    assert decisions[-1] == "collocated"
+    # Monotone: once the queue keeps it local, a longer queue does too.
+    first_local = decisions.index("collocated")
+    assert set(decisions[first_local:]) == {"collocated"}
+    b = model.decide(
+        RouteInputs(
+            2000,
+            100,
+            20,
+            20,
+            512,
+            prefill_queue_requests=39,
+            prefill_pool_gpus=2,
+            pending_prefill_tokens=3000,
+        )
+    )
+    assert b.reason == "prefill_queue"
+
+
+def test_local_backlog_sends_requests_away() -> None:
+    same_gpu = RouteInputs(
+        2000, 100, 20, 20, 512, pending_prefill_tokens=20_000, decode_pending_prefill_tokens=20_000
+    )
+    b = _model().decide(same_gpu)
+    assert b.decision == "disaggregated" and b.reason == "local_backlog"
+
+
+def test_slo_decides_when_one_path_is_feasible() -> None:
+    base = RouteInputs(2000, 100, 20, 20, 512, pending_prefill_tokens=4000)
+    free = _model().decide(base)
+    # A TTFT target between the two paths' TTFTs picks the faster one, whatever the cost.
+    lo, hi = sorted((free.ttft_collocated_ms, free.ttft_disaggregated_ms))
+    tight = _model(harm_weight=100.0).decide(dataclasses.replace(base, ttft_slo_ms=(lo + hi) / 2 / 0.9))
+    assert tight.reason == "slo_only_feasible" and tight.meets_slo
+    fast = "collocated" if free.ttft_collocated_ms < free.ttft_disaggregated_ms else "disaggregated"
+    assert tight.decision == fast
+    # Neither feasible: flagged, and sent to the later path so the faster one stays free.
+    none = _model().decide(dataclasses.replace(base, ttft_slo_ms=lo / 2))
+    assert none.reason == "slo_none_feasible" and not none.meets_slo and none.decision != fast
+
+
+def test_harm_weight_prices_the_running_decodes() -> None:
+    x = RouteInputs(1000, 200, 64, 64, 512, prefill_queue_requests=2, prefill_pool_gpus=2)
+    selfish, social = _model(0.0).decide(x), _model(1.0).decide(x)
+    assert selfish.cost_collocated_ms == selfish.t_collocated_ms
+    assert social.cost_collocated_ms == pytest.approx(social.t_collocated_ms + social.harm_collocated_ms)
+    assert social.harm_weight == 1.0
+
+
+def test_breakdown_fields_and_reasons_are_bounded() -> None:
+    terms = term_names(QueueAwareBreakdown)
+    assert "meets_slo" in terms and "prefill_wait_ms" in terms
+    assert set(REASONS) <= set(all_reasons())
+    assert len(all_reasons()) == len(set(all_reasons()))
+
+
+# --- scalar == vectorised, bit for bit -----------------------------------------------------------
+_opt = st.one_of(st.none(), st.integers(0, 200_000))
+_request = st.builds(
+    RouteInputs,
+    prompt_len=st.integers(1, 100_000),
+    predicted_output_len=st.integers(1, 20_000),
+    system_load=st.integers(0, 1024),
+    decode_batch_size=st.integers(0, 1024),
+    chunk_size=st.integers(1, 8192),
+    prefill_queue_requests=st.one_of(st.none(), st.integers(0, 500)),
+    prefill_queue_tokens=_opt,
+    prefill_running_requests=st.one_of(st.none(), st.integers(0, 64)),
+    prefill_pool_gpus=st.one_of(st.none(), st.integers(1, 64)),
+    pending_prefill_tokens=_opt,
+    colloc_context_tokens=_opt,
+    decode_context_tokens=_opt,
+    cached_prompt_tokens=st.one_of(st.none(), st.integers(0, 100_000)),
+    ttft_slo_ms=st.one_of(st.none(), st.floats(1.0, 10_000.0)),
+    tpot_slo_ms=st.one_of(st.none(), st.floats(1.0, 500.0)),
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(_request, min_size=1, max_size=40), st.sampled_from([0.0, 0.25, 1.0]))
+def test_decide_many_equals_decide_bit_for_bit(rows: list[RouteInputs], w: float) -> None:
+    rows = [
+        dataclasses.replace(r, cached_prompt_tokens=None) if r.cached_prompt_tokens is None else r
+        for r in rows
+    ]
+    model = _model(w, chunk_ms_per_token_sq=1e-5, chunk_ms_per_token_seq=2e-5)
+    batch = model.decide_many(RouteColumns.from_inputs(rows))
+    assert batch.rows() == [model.decide(r) for r in rows]
+    assert batch.decisions() == [model.decide(r).decision for r in rows]
+
+
+def test_every_term_is_finite_at_the_bounds() -> None:
+    big = RouteInputs(2**24, 2**24, 10**6, 10**6, 2**24, *(10**9,) * 9, 1e9, 1e9)
+    b = _model().decide(big)
+    assert all(math.isfinite(v) for v in dataclasses.astuple(b) if isinstance(v, float))
+    batch = _model().decide_many(RouteColumns.from_inputs([big]))
+    assert all(np.isfinite(v).all() for v in batch.terms.values())
+
+
+# --- registry and params --------------------------------------------------------------------------
+def test_registry_builds_by_name_and_refuses_what_the_params_lack() -> None:
+    v1 = params_from_dict(TEST_PARAMS)
+    v2 = params_from_dict({**TEST_PARAMS, "schema_version": 2, "queue_aware": FORMS})
+    assert default_model_name(v1) == "design" and default_model_name(v2) == "queue-aware"
+    assert isinstance(build_model(AUTO, v1), AnalyticalCostModel)
+    assert isinstance(build_model(AUTO, v2, harm_weight=0.5), QueueAwareModel)
+    assert isinstance(build_model("design", v2), AnalyticalCostModel)
+    with pytest.raises(InvalidParams, match="no queue_aware forms"):
+        build_model("queue-aware", v1)
+    with pytest.raises(InvalidParams, match="unknown"):
+        build_model("magic", v2)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda d: d["queue_aware"].pop("decode_base_ms"), "queue_aware.decode_base_ms: missing"),
+        (lambda d: d["queue_aware"].update(extra=1.0), "queue_aware.extra: unknown parameter"),
+        (lambda d: d["queue_aware"].update(chunk_ms_per_token=-1.0), "must be >= 0"),
+        (lambda d: d["queue_aware"].update(prefill_ms_per_token=0.0), "must be > 0"),
+        (lambda d: d["queue_aware"].update(decode_ms_per_seq="x"), "expected a number"),
+        (lambda d: d["queue_aware"].update(decode_ms_per_seq=True), "expected a number"),
+        (lambda d: d["queue_aware"].update(decode_ms_per_seq=1e300), "plausible bound"),
+        (lambda d: d.update(queue_aware=[1]), "queue_aware: expected an object"),
+        (lambda d: d.update(schema_version=1), "queue_aware: needs schema_version 2"),
+        (lambda d: d.pop("queue_aware"), "queue_aware: missing"),
+    ],
+)
+def test_bad_queue_aware_params_name_the_field(change: Any, message: str) -> None:
+    doc: dict[str, Any] = {**TEST_PARAMS, "schema_version": 2, "queue_aware": dict(FORMS)}
+    change(doc)
+    with pytest.raises(InvalidParams, match=message):
+        params_from_dict(doc)
+
+
+def test_schema_two_round_trips_and_schema_one_keeps_its_bytes() -> None:
+    v2 = params_from_dict({**TEST_PARAMS, "schema_version": 2, "queue_aware": FORMS})
+    assert v2.schema_version == 2 and v2.to_dict()["queue_aware"] == FORMS
+    assert params_from_dict(v2.to_dict()) == v2
+    v1 = params_from_dict(TEST_PARAMS)
+    assert v1.schema_version == 1 and "queue_aware" not in v1.to_dict()
+    assert v2.params_id != v1.params_id
+    assert QueueAwareParams(**FORMS).to_dict() == FORMS
+
+
+def test_the_margin_keeps_predictions_clear_of_the_target() -> None:
+    x = RouteInputs(1000, 100, 0, 0, 256, pending_prefill_tokens=0, prefill_queue_requests=0)
+    ttft = _model().decide(x).ttft_collocated_ms
+    # Predicted exactly at the target: met only without a margin.
+    at_target = dataclasses.replace(x, ttft_slo_ms=ttft)
+    doc: dict[str, Any] = {**TEST_PARAMS, "schema_version": 2, "queue_aware": FORMS}
+    strict = QueueAwareModel(params_from_dict(doc), slo_margin=0.0).decide(at_target)
+    assert strict.meets_slo
+    assert not _model().decide(dataclasses.replace(x, ttft_slo_ms=ttft * 1.05)).meets_slo or (
+        _model().decide(dataclasses.replace(x, ttft_slo_ms=ttft * 1.05)).ttft_disaggregated_ms
+        <= ttft * 1.05 * 0.9
+    )
+    with pytest.raises(ValueError, match="slo_margin"):
+        QueueAwareModel(params_from_dict(doc), slo_margin=1.0)

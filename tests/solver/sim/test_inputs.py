@@ -1,0 +1,40 @@
+"""``route_inputs``: every field of the view reaches the decision model's request."""
+
+from __future__ import annotations
+
+import math
+
+from solver.routing.types import OPTIONAL_INPUTS
+from solver.sim import RouteView
+from solver.sim.inputs import route_inputs
+
+
+def test_every_optional_input_is_reported_from_the_view() -> None:
+    view = RouteView(900, 120, 7, 9, 3, 512, 11_000, 1_500, 2, 13_000, 2_700, 2, 1_800, 4, 800.0, 40.0)
+    x = route_inputs(view)
+    assert x.missing() == ()  # the model assumes nothing
+    expected = {
+        "prompt_len": 900,
+        "predicted_output_len": 120,
+        "system_load": 7,
+        "decode_batch_size": 9,
+        "chunk_size": 512,
+        "prefill_queue_requests": 3,
+        "prefill_queue_tokens": 2_700,
+        "prefill_running_requests": 2,
+        "prefill_pool_gpus": 4,
+        "pending_prefill_tokens": 1_500,
+        "colloc_context_tokens": 11_000,
+        "decode_context_tokens": 13_000,
+        "cached_prompt_tokens": 0,
+        "ttft_slo_ms": 800.0,
+        "tpot_slo_ms": 40.0,
+    }
+    assert {name: getattr(x, name) for name in expected} == expected
+    assert set(OPTIONAL_INPUTS) < set(expected)
+
+
+def test_an_infinite_slo_is_no_target() -> None:
+    view = RouteView(10, 1, 0, 0, 0, 256, ttft_slo_ms=math.inf, tpot_slo_ms=50.0)
+    x = route_inputs(view)
+    assert x.ttft_slo_ms is None and x.tpot_slo_ms == 50.0
