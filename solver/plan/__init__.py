@@ -1,11 +1,11 @@
 """The P/D capacity planner: how many machines prefill, how many decode, at which batches.
 
 The flow, one way: a curve set (``curvesets``: built-in JSON or a user's file; or
-``profile_curves``: derived from a pdroute profile for one workload) is fitted
-(``curves``) into a ``PlanModel``; ``baseline`` gives the per-machine limits and the co-located
-policy, ``split`` the CUF and TUF candidates, ``reference`` the direct-search optimum; ``plan``
-assembles the answer for one workload or a grid, ``recommend`` says what to deploy, and
-``report`` turns it into plain JSON values.
+``profile_curves``: derived from a pdroute profile for one workload) is fitted (``curves``, the
+fits; ``model``, the ``PlanModel`` and the cache of the built-in fits); ``baseline`` gives the
+per-machine limits and the co-located policy, ``split`` the CUF and TUF candidates,
+``reference`` the direct-search optimum; ``plan`` assembles the answer for one workload or a
+grid, ``recommend`` says what to deploy, and ``report`` turns it into plain JSON values.
 Figures are in ``solver.plots.plan``. Every formula and its source is in ``docs/planning.md``.
 
     from solver.plan import builtin_model, solve_plan
@@ -13,16 +13,7 @@ Figures are in ``solver.plots.plan``. Every formula and its source is in ``docs/
 """
 
 from solver.plan.baseline import Baseline, Limits, phase_limits, solve_baseline
-from solver.plan.curves import (
-    THROUGHPUT_FITS,
-    PlanModel,
-    Throughput,
-    ThroughputFitKind,
-    build_model,
-    builtin_model,
-    throughput_at,
-    with_machine,
-)
+from solver.plan.curves import THROUGHPUT_FITS, Throughput, ThroughputFitKind, throughput_at
 from solver.plan.curvesets import (
     CurveSet,
     PhaseCurves,
@@ -34,6 +25,7 @@ from solver.plan.curvesets import (
     load_curve_set,
     resolve_curve_set,
 )
+from solver.plan.model import PlanModel, build_model, builtin_model, with_machine
 from solver.plan.plan import Plan, PlanGrid, solve_grid, solve_plan
 from solver.plan.profile_curves import (
     builtin_profile_names,

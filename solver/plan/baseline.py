@@ -14,7 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from solver.errors import InfeasiblePlan
-from solver.plan.curves import CapacityInverse, PlanModel, invert_capacity, invert_quadratic, throughput_at
+from solver.plan.curves import CapacityInverse, invert_capacity, invert_quadratic, throughput_at
+from solver.plan.model import PlanModel
 
 
 @dataclass(frozen=True)

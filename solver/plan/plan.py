@@ -23,7 +23,8 @@ import numpy.typing as npt
 
 from solver.errors import InfeasiblePlan
 from solver.plan.baseline import Baseline, Limits, phase_limits, solve_baseline
-from solver.plan.curves import CapacityInverse, PlanModel, is_clamped
+from solver.plan.curves import CapacityInverse, is_clamped
+from solver.plan.model import PlanModel
 from solver.plan.reference import ReferenceOptimum, ThroughputPeaks, reference_optimum, throughput_peaks
 from solver.plan.split import Candidate, CandidateTable, all_candidates, cuf_balanced_x
 

@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from solver.plan.curves import PlanModel
 from solver.plan.curvesets import CurveSet
+from solver.plan.model import PlanModel
 from solver.plan.plan import Plan, PlanGrid
 from solver.plan.recommend import recommend
 

@@ -30,7 +30,8 @@ import numpy as np
 import numpy.typing as npt
 
 from solver.plan.baseline import Limits
-from solver.plan.curves import PlanModel, throughput_at
+from solver.plan.curves import throughput_at
+from solver.plan.model import PlanModel
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]

@@ -19,8 +19,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
-from solver.plan.curves import PlanModel, build_model, throughput_at
+from solver.plan.curves import throughput_at
 from solver.plan.curvesets import CurveSet
+from solver.plan.model import PlanModel, build_model
 from solver.plan.plan import PlanGrid
 from solver.plan.recommend import recommend
 from solver.plots.figure import new_figure, save_png

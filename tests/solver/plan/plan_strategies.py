@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from solver.plan.curves import PlanModel, ThroughputFitKind, build_model
+from solver.plan.curves import ThroughputFitKind
+from solver.plan.model import PlanModel, build_model
 from tests.solver.plan.curve_factory import make_curve_set
 
 

@@ -12,7 +12,8 @@ from hypothesis import given, settings
 
 from solver.errors import InfeasiblePlan
 from solver.plan.baseline import phase_limits, solve_baseline
-from solver.plan.curves import PlanModel, build_model, throughput_at
+from solver.plan.curves import throughput_at
+from solver.plan.model import PlanModel, build_model
 from tests.solver.plan.curve_factory import make_curve_set
 from tests.solver.plan.plan_strategies import planner_cases
 

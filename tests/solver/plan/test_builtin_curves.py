@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from solver.plan.curves import build_model
 from solver.plan.curvesets import load_builtin_curve_set
+from solver.plan.model import build_model
 from solver.plan.plan import solve_plan
 
 REPO = Path(__file__).resolve().parents[3]

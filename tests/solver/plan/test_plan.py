@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 
 from solver.errors import InfeasiblePlan
-from solver.plan.curves import PlanModel, build_model
+from solver.plan.model import PlanModel, build_model
 from solver.plan.plan import solve_grid, solve_plan
 from solver.plan.report import plan_to_dict
 from tests.solver.plan.curve_factory import make_curve_set

@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given, settings
 
 from solver.plan.baseline import phase_limits
-from solver.plan.curves import PiecewiseLinear, PlanModel, QuadraticFit, build_model, throughput_at
+from solver.plan.curves import PiecewiseLinear, QuadraticFit, throughput_at
+from solver.plan.model import PlanModel, build_model
 from solver.plan.reference import reference_optimum, search_grid, throughput_peaks
 from solver.plan.split import concat, cuf_candidates, tuf_candidates
 from tests.solver.plan.curve_factory import make_curve_set

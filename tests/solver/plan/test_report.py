@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from solver.plan.curves import build_model
+from solver.plan.model import build_model
 from solver.plan.plan import solve_grid, solve_plan
 from solver.plan.report import grid_to_dict, model_parameters, plan_to_dict, summary_indices
 from tests.solver.plan.curve_factory import make_curve_set

@@ -20,7 +20,8 @@ import pytest
 from hypothesis import given, settings
 
 from solver.plan.baseline import phase_limits
-from solver.plan.curves import PlanModel, build_model, throughput_at
+from solver.plan.curves import throughput_at
+from solver.plan.model import PlanModel, build_model
 from solver.plan.split import (
     CandidateTable,
     all_candidates,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from solver.plan.curves import build_model
 from solver.plan.curvesets import load_builtin_curve_set
+from solver.plan.model import build_model
 from solver.plan.plan import solve_grid
 from solver.plots.plan import plot_curve_fits, write_grid_figures
 from tests.solver.plan.curve_factory import make_curve_set
