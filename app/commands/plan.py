@@ -38,6 +38,7 @@ from solver.plan import (
     solve_grid,
     solve_plan,
 )
+from solver.plan.verify import format_verification, verification_to_dict, verify_plan
 
 # Candidates are vectorised over x: memory and time grow linearly in X (about 60 ms and 70 MB
 # per plan at this bound); far beyond it one plan exhausts memory instead of answering.
@@ -72,6 +73,11 @@ def register(sub: Any) -> None:
     p.add_argument("--output-len", type=int, required=True, help="L_d, output tokens")
     p.add_argument("--json", action="store_true", help="print the full answer as JSON")
     p.add_argument("--all-candidates", action="store_true", help="with --json: every candidate")
+    p.add_argument(
+        "--verify",
+        action="store_true",
+        help="with --profile: simulate the recommended fleet at the plan's rate and at 1.5x it",
+    )
     p.set_defaults(func=run_plan)
     g: argparse.ArgumentParser = sub.add_parser(
         "plan-grid", help="planner heatmaps over prompt x output lengths", description="S_p/S_d heatmaps."
@@ -212,17 +218,24 @@ def run_plan(args: argparse.Namespace) -> int:
     _check_machines(args.machines)
     _check_lengths("prompt-len", [args.prompt_len])
     _check_lengths("output-len", [args.output_len])
+    if args.verify and args.profile is None:
+        raise BadPlanArgument("--verify: needs --profile (the simulator runs on the profile's step times)")
     curves, model = _model(args)
     plan = solve_plan(model, args.machines, args.prompt_len, args.output_len)
+    verification = verify_plan(plan, resolve_profile(args.profile)) if args.verify else None
     if args.json:
         answer = plan_to_dict(plan, all_candidates=args.all_candidates)
         if args.profile is not None:
             answer["assumptions"] = list(curves.assumptions)
+        if verification is not None:
+            answer["verification"] = verification_to_dict(verification)
         print(json.dumps(answer, indent=2))
     else:
         print(format_plan(plan))
         if args.profile is not None:  # curves derived here: say from what
             print(*(f"assumption: {a}" for a in curves.assumptions), sep="\n")
+        if verification is not None:
+            print(format_verification(verification))
     return 0
 
 

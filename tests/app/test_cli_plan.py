@@ -162,3 +162,23 @@ def test_plan_from_a_profile_beyond_its_range_is_one_line(capsys: pytest.Capture
     assert main([*args, "--output-len", "200"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "context 30100 tokens" in err
+
+
+def test_plan_verify_simulates_the_recommendation(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["plan", "--profile", "default", "--machines", "16", "--prompt-len", "2048", "--output-len", "100"]
+    assert main([*args, "--verify"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    verify = [line for line in lines if line.startswith("verify")]
+    assert verify[0].startswith("verify (pools: 0 mixed + 12 prefill + 4 decode GPUs; 4000 Poisson requests")
+    assert "SLO attainment" in verify[0] and "(agrees within 10%)" in verify[1]
+    assert main([*args, "--verify", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["verification"]["predicted_rate_rps"] == d["recommendation"]["rate_rps"]
+    assert d["verification"]["likely_cause"] is None
+
+
+def test_plan_verify_needs_a_profile(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["plan", "--curves", "bloom-176b-8xh100", "--machines", "8", "--prompt-len", "100"]
+    assert main([*args, "--output-len", "100", "--verify"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--verify: needs --profile" in err
