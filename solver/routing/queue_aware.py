@@ -38,14 +38,22 @@ When every prefill GPU is busy, the first frees after about ``t / (G + 1)`` (the
 residual service times), then the queue drains G at a time. The first harm term prices the
 requests that will queue behind this prefill: as many as wait now, each ``T_P(L) / G`` later.
 
+Harm is priced by how close its victims run to their targets: the running decodes' share by
+``min(1, TPOT / tpot_slo)`` of the GPU they share, the queued prefills' share by
+``min(1, TTFT_d / ttft_slo)``; without a target the factor is 1 (plain total latency).
+
 Decision: with ``J = E2E + w * harm``, a path is feasible when its predicted TTFT and TPOT
 stay within ``(1 - slo_margin)`` of the request's targets (the margin absorbs the prediction's
 own error: without it, queues settle right at the target and half their requests miss it).
 One feasible path wins; with both, the smaller ``J`` (ties collocate). With neither, the
-request cannot make its targets on either path, and ``meets_slo`` is false (the gateway may
-shed it): it goes to the path where it is predicted later, so that it does not lengthen the
-queue that can still serve other requests in time (ties collocate). The reason code names
-the component that favoured the chosen path most (see ``REASONS``).
+request cannot make its targets, ``meets_slo`` is false (the gateway may shed it), and it goes
+where its unpriced harm to others is smaller (ties collocate): it is late either way, so it
+should not also make others late. The reason code names the component that favoured the
+chosen path most (see ``REASONS``).
+
+Defaults chosen in the simulator (docs/decision-model.md): ``w = 0`` (at the usual targets
+any harm weight only moves latency into the tail; with a tight TPOT target ``w = 1`` keeps
+more goodput) and ``slo_margin = 0.1``.
 
 Defaults for inputs not reported (listed in the answer's ``assumed``): no prefill queue
 (q = 0, Q = q * L, r = G if q > 0 else 0, G = 1), nothing pending locally (P = 0), running
@@ -150,6 +158,15 @@ _ARRAY_TERMS = (
     "cost_collocated_ms",
     "cost_disaggregated_ms",
 )
+
+
+def _pressure(predicted_ms: float, target_ms: float) -> float:
+    """How close a request runs to its target, at most 1; 1 without a target."""
+    return 1.0 if target_ms == math.inf else min(1.0, predicted_ms / target_ms)
+
+
+def _pressure_many(predicted_ms: FloatArray, target_ms: FloatArray) -> FloatArray:
+    return np.where(target_ms == math.inf, 1.0, np.minimum(1.0, predicted_ms / target_ms))
 
 
 # Reason index in REASONS by (chosen path: 0 collocated, 1 disaggregated, component).
@@ -289,7 +306,7 @@ class QueueAwareModel:
         own_c = ttft_c - backlog
         tpot_c = self.step_ms(B + 1.0, K + L + half_out) + min(1.0, P / c) * self.chunk_ms(c, B + 1.0)
         e2e_c = ttft_c + (out - 1.0) * tpot_c
-        harm_c = B * u * f_full / c + B * join
+        raw_harm_c = B * u * f_full / c + B * join
 
         # Disaggregated.
         t_prefill = self.prefill_ms(L)
@@ -300,7 +317,11 @@ class QueueAwareModel:
         ttft_d = wait + remote
         tpot_d = self.step_ms(Bd + 1.0, Kd + L + half_out) + min(1.0, Pd / c) * self.chunk_ms(c, Bd + 1.0)
         e2e_d = ttft_d + (out - 1.0) * tpot_d
-        harm_d = q * t_prefill / G + Bd * join
+        queue_harm = q * t_prefill / G
+        raw_harm_d = queue_harm + Bd * join
+        # Harm is priced by how close its victims run to their targets (1 without a target).
+        harm_c = _pressure(tpot_c, tpot_slo) * raw_harm_c
+        harm_d = _pressure(ttft_d, ttft_slo) * queue_harm + _pressure(tpot_d, tpot_slo) * (Bd * join)
 
         cost_c = e2e_c + w * harm_c
         cost_d = e2e_d + w * harm_d
@@ -333,7 +354,7 @@ class QueueAwareModel:
         elif ok_c or ok_d:
             is_disagg, reason, meets = ok_d, REASON_SLO_ONLY, True
         else:
-            is_disagg, reason, meets = late_d > late_c, REASON_SLO_NONE, False
+            is_disagg, reason, meets = raw_harm_d < raw_harm_c, REASON_SLO_NONE, False
         return QueueAwareBreakdown(
             decision=DISAGGREGATED if is_disagg else COLLOCATED,
             reason=reason,
@@ -440,7 +461,7 @@ class QueueAwareModel:
             c, B + 1.0
         )
         e2e_c = ttft_c + (out - 1.0) * tpot_c
-        harm_c = B * u * f_full / c + B * join
+        raw_harm_c = B * u * f_full / c + B * join
 
         t_prefill = self._prefill_many(L)
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -453,7 +474,12 @@ class QueueAwareModel:
             c, Bd + 1.0
         )
         e2e_d = ttft_d + (out - 1.0) * tpot_d
-        harm_d = q * t_prefill / G + Bd * join
+        queue_harm = q * t_prefill / G
+        raw_harm_d = queue_harm + Bd * join
+        harm_c = _pressure_many(tpot_c, tpot_slo) * raw_harm_c
+        harm_d = _pressure_many(ttft_d, ttft_slo) * queue_harm + _pressure_many(tpot_d, tpot_slo) * (
+            Bd * join
+        )
 
         cost_c = e2e_c + w * harm_c
         cost_d = e2e_d + w * harm_d
@@ -463,7 +489,7 @@ class QueueAwareModel:
         both = ok_c & ok_d
         either = ok_c | ok_d
         by_cost = cost_d < cost_c
-        is_disagg = np.where(both, by_cost, np.where(either, ok_d, late_d > late_c))
+        is_disagg = np.where(both, by_cost, np.where(either, ok_d, raw_harm_d < raw_harm_c))
         # The component favouring the chosen path most; the first of equals, as decide's loop.
         sign = np.where(by_cost, 1.0, -1.0)
         best_val = sign * (backlog - wait)
