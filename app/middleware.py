@@ -1,13 +1,16 @@
-"""Pure ASGI middleware: request timing/counting for ``/metrics``, and the body-size limit.
+"""The one middleware stack every request goes through (pure ASGI: it is on ``/route``'s hot path).
 
-Pure ASGI (not ``BaseHTTPMiddleware``) because these sit on the ``/route`` hot path. The
-connection-level limits beneath them (request head size, request timeout) are in
+Outermost first: ``MetricsMiddleware`` (time and count per route template, every status
+included), ``ServerErrorMiddleware`` (an unexpected exception answers a JSON 500 with the
+request id and is logged with its traceback), ``BodySizeLimitMiddleware`` (413 before any
+parsing). ``app.main.PdrouteApp`` puts the stack around both the ``/route`` endpoints and
+FastAPI. The connection-level limits beneath it (request head size, request timeout) are in
 ``app.http_protocol``.
 """
 
 from __future__ import annotations
 
-import json
+import logging
 import time
 from collections.abc import Callable
 from typing import Any
@@ -15,11 +18,15 @@ from typing import Any
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from app.error_body import request_id_of, send_error
 from app.metrics import Metrics
+
+log = logging.getLogger("pdroute.errors")
 
 # The status counted for a request whose client went away (or was cut off by the request
 # timeout) before it was answered: nginx's "client closed request". Nobody receives it.
 CLIENT_CLOSED_REQUEST = 499
+INTERNAL_ERROR = "internal error: the server could not answer this request (logged with its request_id)"
 
 
 class MetricsMiddleware:
@@ -81,21 +88,9 @@ class BodySizeLimitMiddleware:
         self.app = app
         self.max_bytes = max_bytes
 
-    async def _reject(self, send: Send) -> None:
-        body = json.dumps(
-            {"error": f"body: request body is larger than the limit of {self.max_bytes} bytes"}
-        ).encode()
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 413,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode()),
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": body})
+    async def _reject(self, scope: Scope, send: Send) -> None:
+        message = f"body: request body is larger than the limit of {self.max_bytes} bytes"
+        await send_error(scope, send, 413, message)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -108,7 +103,7 @@ class BodySizeLimitMiddleware:
                 except ValueError:
                     declared = 0
                 if declared > self.max_bytes:
-                    await self._reject(send)
+                    await self._reject(scope, send)
                     return
                 break
         received = 0
@@ -138,4 +133,37 @@ class BodySizeLimitMiddleware:
         except HTTPException as exc:
             if exc.status_code != 413 or response_started:
                 raise
-            await self._reject(send)
+            await self._reject(scope, send)
+
+
+class ServerErrorMiddleware:
+    """Turns an unexpected exception into a JSON 500 with the request id, logged with its traceback.
+
+    The exception stops here (it is logged once, not again by the server). When the response
+    had already started (FastAPI's own error handler answered it), only the log is left to do.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def tracking_send(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracking_send)
+        except Exception:
+            request_id = request_id_of(scope)
+            log.exception(
+                "unexpected error answering %s %s (request_id %s)", scope["method"], scope["path"], request_id
+            )
+            if not started:
+                await send_error(scope, send, 500, INTERNAL_ERROR)

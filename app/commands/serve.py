@@ -37,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
     import uvicorn
 
     from app.http_protocol import HTTP_PROTOCOL, MAX_HEAD_BYTES
-    from app.params_store import read_params_file
+    from solver.params import load_params
 
     overrides = {
         "host": args.host,
@@ -49,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
     settings = Settings(**{k: v for k, v in overrides.items() if v is not None})
     # Validate before starting: a bad file is one clear line and a non-zero exit, not a
     # traceback from inside the server's startup.
-    params = read_params_file(settings.resolved_params_path())
+    params = load_params(settings.resolved_params_path())
     # Worker processes build their own app from the environment, so pass the choices there.
     os.environ["PDROUTE_PARAMS_PATH"] = str(settings.resolved_params_path())
     for key in ("host", "port", "workers", "log_level"):
