@@ -224,7 +224,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         qa = args.qa_params or (queue_aware_params(Path(tmp)) if "queue-aware" in models else "")
         params = {"design": args.params, "queue-aware": qa}
-        bodies = {"design": DESIGN_BODY, "queue-aware": QA_BODY}
+        bodies: dict[str, dict[str, object]] = {"design": DESIGN_BODY, "queue-aware": QA_BODY}
         if not args.skip_http:
             if shutil.which("wrk") is None:
                 raise SystemExit("bench_route needs wrk: run scripts/system-deps.sh (Debian's wrk package)")
