@@ -35,9 +35,9 @@ from app.settings import embedded_params_path
 from solver.params import load_params
 from solver.routing import RouteColumns, build_model
 
-DESIGN_BODY = {"prompt_len": 1024, "predicted_output_len": 200, "system_load": 8}
+DESIGN_BODY: dict[str, object] = {"prompt_len": 1024, "predicted_output_len": 200, "system_load": 8}
 # What a gateway that reports its queues sends to the queue-aware model.
-QA_BODY = {
+QA_BODY: dict[str, object] = {
     **DESIGN_BODY,
     "decode_batch_size": 12,
     "prefill_queue_requests": 3,
