@@ -104,7 +104,7 @@ async def _http_handler(request: Request, exc: Exception) -> Response:
 
 async def _server_error_handler(request: Request, exc: Exception) -> Response:
     # Starlette's ServerErrorMiddleware sends this, then re-raises to app.middleware's
-    # ServerErrorMiddleware, which logs the traceback under the same request id.
+    # RequestEnvelope, which logs the traceback under the same request id.
     return json_error(request, 500, INTERNAL_ERROR)
 
 

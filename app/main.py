@@ -25,7 +25,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.errors import install_error_handlers
 from app.metrics import Metrics
-from app.middleware import BodySizeLimitMiddleware, MetricsMiddleware, ServerErrorMiddleware
+from app.middleware import RequestEnvelope
 from app.params_store import ParamsStore
 from app.reload import install_sighup, remove_sighup, watch_params_file
 from app.routes import admin, health, params, plan, route
@@ -38,7 +38,8 @@ log = logging.getLogger("pdroute")
 class PdrouteApp(FastAPI):
     """FastAPI inside the service's one middleware stack, with the ``/route`` endpoints beside it.
 
-    Every request goes through ``stack`` (metrics, server errors, body size: ``app.middleware``).
+    Every request goes through ``stack``: ``app.middleware.RequestEnvelope`` (body size, the
+    JSON 500, metrics) around the dispatch.
     At its core, ``POST /route`` and ``POST /route/batch`` go straight to their ASGI endpoints
     (FastAPI's router and dependency solving cost more than the decision); everything else goes
     to FastAPI. The endpoints are in FastAPI's router too, so other methods answer 405, and
@@ -56,8 +57,8 @@ class PdrouteApp(FastAPI):
         for path, endpoint in endpoints.items():
             self.router.routes.append(Route(path, endpoint, methods=["POST"]))
 
-    def use_stack(self, wrap: Any) -> None:
-        """Put ``wrap(core)`` (the middleware stack around the dispatch) in front of everything."""
+    def use_envelope(self, wrap: Callable[[ASGIApp], ASGIApp]) -> None:
+        """Put ``wrap(dispatch)`` (the middleware around the dispatch) in front of everything."""
         self.stack = wrap(self._dispatch)
 
     async def _dispatch(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -172,14 +173,8 @@ def create_app(
     async def metrics_endpoint(request: Request) -> Response:
         return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
-    # The one middleware stack, outermost first: timing and counting around everything (a 500
-    # included), then the JSON 500 for an unexpected exception, then the body-size limit before
-    # anything reads a body.
-    app.use_stack(
-        lambda core: MetricsMiddleware(
-            ServerErrorMiddleware(BodySizeLimitMiddleware(core, settings.max_body_bytes)), metrics
-        )
-    )
+    # The one middleware around every request: body size, the JSON 500, timing and counting.
+    app.use_envelope(lambda core: RequestEnvelope(core, metrics, settings.max_body_bytes))
     return app
 
 

@@ -1,10 +1,16 @@
-"""The one middleware stack every request goes through (pure ASGI: it is on ``/route``'s hot path).
+"""The one middleware every request goes through: ``RequestEnvelope`` (pure ASGI, on ``/route``'s hot path).
 
-Outermost first: ``MetricsMiddleware`` (time and count per route template, every status
-included), ``ServerErrorMiddleware`` (an unexpected exception answers a JSON 500 with the
-request id and is logged with its traceback), ``BodySizeLimitMiddleware`` (413 before any
-parsing). ``app.main.PdrouteApp`` puts the stack around both the ``/route`` endpoints and
-FastAPI. The connection-level limits beneath it (request head size, request timeout) are in
+Around every request, in one layer (each nested ASGI layer costs a coroutine per request, and
+``/route`` is called once per LLM request):
+
+- the body-size limit: 413 before any parsing, for a declared or a streamed body;
+- the JSON 500: an unexpected exception answers ``app.error_body``'s body with the request id
+  and is logged once with its traceback;
+- timing and counting per route template for ``/metrics`` (every status, the 500 included; a
+  client gone before its answer counts 499).
+
+``app.main.PdrouteApp`` puts it around both the ``/route`` endpoints and FastAPI. The
+connection-level limits beneath it (request head size, request timeout) are in
 ``app.http_protocol``.
 """
 
@@ -29,14 +35,22 @@ CLIENT_CLOSED_REQUEST = 499
 INTERNAL_ERROR = "internal error: the server could not answer this request (logged with its request_id)"
 
 
-class MetricsMiddleware:
-    """Observes handling time and status per route template (bounded labels)."""
+class RequestEnvelope:
+    """Body-size limit, JSON 500 and per-route metrics around ``app`` (module docstring)."""
 
-    def __init__(self, app: ASGIApp, metrics: Metrics, clock: Callable[[], float] = time.perf_counter):
+    def __init__(
+        self,
+        app: ASGIApp,
+        metrics: Metrics,
+        max_body_bytes: int,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
         self.app = app
         self.metrics = metrics
+        self.max_bytes = max_body_bytes
         self.clock = clock
         self._cache: dict[tuple[str, int], tuple[Any, Any]] = {}
+        self._too_large = f"body: request body is larger than the limit of {max_body_bytes} bytes"
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -52,14 +66,27 @@ class MetricsMiddleware:
             await send(message)
 
         try:
-            await self.app(scope, receive, send_wrapper)
-        except BaseException:
+            declared = self._declared_length(scope)
+            if declared is None:  # chunked: count what arrives
+                await self.app(scope, self._limited(receive), send_wrapper)
+            elif declared > self.max_bytes:
+                await send_error(scope, send_wrapper, 413, self._too_large)
+            else:  # the server delivers no more than the declared length: nothing to count
+                await self.app(scope, receive, send_wrapper)
+        except HTTPException as exc:  # the 413 of a streamed body, raised from its receive
+            if status is not None:
+                raise
+            await send_error(scope, send_wrapper, exc.status_code, str(exc.detail))
+        except Exception:
+            request_id = request_id_of(scope)
+            log.exception(
+                "unexpected error answering %s %s (request_id %s)", scope["method"], scope["path"], request_id
+            )
             if status is None:
-                status = 500
-            raise
+                await send_error(scope, send_wrapper, 500, INTERNAL_ERROR)
         finally:
             if status is None:
-                # The app returned without answering: only when the client went away first.
+                # Returned (or was cancelled) without answering: the client went away first.
                 status = CLIENT_CLOSED_REQUEST
             route = scope.get("route")
             handler = getattr(route, "path", None) or scope.get("pdroute.handler") or "unmatched"
@@ -67,9 +94,36 @@ class MetricsMiddleware:
             duration.observe(self.clock() - start)
             count.inc()
 
+    @staticmethod
+    def _declared_length(scope: Scope) -> int | None:
+        for name, value in scope["headers"]:
+            if name == b"content-length":
+                try:
+                    return int(value)
+                except ValueError:
+                    return 0  # the server refuses a malformed length before the app runs
+        return None
+
+    def _limited(self, receive: Receive) -> Receive:
+        received = 0
+        limit = self.max_bytes
+
+        async def limited_receive() -> Message:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > limit:
+                    # An HTTPException, so that FastAPI's body reader re-raises it as it is
+                    # (any other exception becomes a 400 there); 413 is answered above.
+                    raise HTTPException(413, self._too_large)
+            return message
+
+        return limited_receive
+
     def _children(self, handler: str, status: int) -> tuple[Any, Any]:
-        # labels() validates and locks on every call; the set of (handler, status) is small
-        # and bounded (route templates x status codes), so keep the children.
+        # labels() validates on every call; the set of (handler, status) is small and bounded
+        # (route templates x status codes), so keep the children.
         key = (handler, status)
         children = self._cache.get(key)
         if children is None:
@@ -79,91 +133,3 @@ class MetricsMiddleware:
             )
             self._cache[key] = children
         return children
-
-
-class BodySizeLimitMiddleware:
-    """Answers 413 to a body over ``max_bytes``, declared or streamed, before any parsing."""
-
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
-        self.app = app
-        self.max_bytes = max_bytes
-
-    async def _reject(self, scope: Scope, send: Send) -> None:
-        message = f"body: request body is larger than the limit of {self.max_bytes} bytes"
-        await send_error(scope, send, 413, message)
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        for name, value in scope["headers"]:
-            if name == b"content-length":
-                try:
-                    declared = int(value)
-                except ValueError:
-                    declared = 0
-                if declared > self.max_bytes:
-                    await self._reject(scope, send)
-                    return
-                break
-        received = 0
-        response_started = False
-
-        async def limited_receive() -> Message:
-            nonlocal received
-            message = await receive()
-            if message["type"] == "http.request":
-                received += len(message.get("body", b""))
-                if received > self.max_bytes:
-                    # An HTTPException, so that FastAPI's body reader re-raises it as it is and
-                    # the error handlers answer 413 (any other exception becomes a 400 there).
-                    raise HTTPException(
-                        413, f"body: request body is larger than the limit of {self.max_bytes} bytes"
-                    )
-            return message
-
-        async def tracking_send(message: Message) -> None:
-            nonlocal response_started
-            if message["type"] == "http.response.start":
-                response_started = True
-            await send(message)
-
-        try:
-            await self.app(scope, limited_receive, tracking_send)
-        except HTTPException as exc:
-            if exc.status_code != 413 or response_started:
-                raise
-            await self._reject(scope, send)
-
-
-class ServerErrorMiddleware:
-    """Turns an unexpected exception into a JSON 500 with the request id, logged with its traceback.
-
-    The exception stops here (it is logged once, not again by the server). When the response
-    had already started (FastAPI's own error handler answered it), only the log is left to do.
-    """
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        started = False
-
-        async def tracking_send(message: Message) -> None:
-            nonlocal started
-            if message["type"] == "http.response.start":
-                started = True
-            await send(message)
-
-        try:
-            await self.app(scope, receive, tracking_send)
-        except Exception:
-            request_id = request_id_of(scope)
-            log.exception(
-                "unexpected error answering %s %s (request_id %s)", scope["method"], scope["path"], request_id
-            )
-            if not started:
-                await send_error(scope, send, 500, INTERNAL_ERROR)
