@@ -65,8 +65,15 @@ class RequestEnvelope:
                 status = message["status"]
             await send(message)
 
+        declared = None
+        for name, value in scope["headers"]:
+            if name == b"content-length":
+                try:
+                    declared = int(value)
+                except ValueError:
+                    declared = 0  # the server refuses a malformed length before the app runs
+                break
         try:
-            declared = self._declared_length(scope)
             if declared is None:  # chunked: count what arrives
                 await self.app(scope, self._limited(receive), send_wrapper)
             elif declared > self.max_bytes:
@@ -90,19 +97,11 @@ class RequestEnvelope:
                 status = CLIENT_CLOSED_REQUEST
             route = scope.get("route")
             handler = getattr(route, "path", None) or scope.get("pdroute.handler") or "unmatched"
-            duration, count = self._children(handler, status)
-            duration.observe(self.clock() - start)
-            count.inc()
-
-    @staticmethod
-    def _declared_length(scope: Scope) -> int | None:
-        for name, value in scope["headers"]:
-            if name == b"content-length":
-                try:
-                    return int(value)
-                except ValueError:
-                    return 0  # the server refuses a malformed length before the app runs
-        return None
+            children = self._cache.get((handler, status))
+            if children is None:
+                children = self._children(handler, status)
+            children[0].observe(self.clock() - start)
+            children[1].inc()
 
     def _limited(self, receive: Receive) -> Receive:
         received = 0
@@ -124,12 +123,9 @@ class RequestEnvelope:
     def _children(self, handler: str, status: int) -> tuple[Any, Any]:
         # labels() validates on every call; the set of (handler, status) is small and bounded
         # (route templates x status codes), so keep the children.
-        key = (handler, status)
-        children = self._cache.get(key)
-        if children is None:
-            children = (
-                self.metrics.http_duration.labels(handler=handler),
-                self.metrics.http_requests.labels(handler=handler, code=str(status)),
-            )
-            self._cache[key] = children
+        children = (
+            self.metrics.http_duration.labels(handler=handler),
+            self.metrics.http_requests.labels(handler=handler, code=str(status)),
+        )
+        self._cache[(handler, status)] = children
         return children

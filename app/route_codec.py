@@ -15,6 +15,7 @@ A term added to a model's breakdown reaches the answer (and the OpenAPI schema, 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from operator import attrgetter
 from typing import Any
 
@@ -38,15 +39,9 @@ class RouteEncoder:
         terms = term_names(breakdown_type)
         self.flags = tuple(n for n in terms if n in TOP_LEVEL_TERMS)
         self.terms = breakdown_terms(breakdown_type)
-        # attrgetter of several names returns a tuple; with one name a bare value, hence the guard.
-        self._flags = attrgetter(*self.flags) if len(self.flags) > 1 else None
-        self._terms = attrgetter(*self.terms) if len(self.terms) > 1 else None
-
-    def _values(self, names: tuple[str, ...], getter: Any, b: Any) -> tuple[Any, ...]:
-        if getter is not None:
-            values: tuple[Any, ...] = getter(b)
-            return values
-        return tuple(getattr(b, n) for n in names)
+        # One attrgetter per group: a tuple of values in one C call (a 1-tuple made explicit).
+        self._flag_values = _tuple_getter(self.flags)
+        self._term_values = _tuple_getter(self.terms)
 
     def to_dict(self, b: Any, model: str, params_id: str, request_id: str | None) -> dict[str, Any]:
         """The answer as a dict (JSON-ready: tuples serialise as arrays)."""
@@ -59,8 +54,8 @@ class RouteEncoder:
             "assumed": b.assumed,
         }
         if self.flags:
-            answer.update(zip(self.flags, self._values(self.flags, self._flags, b), strict=True))
-        answer["breakdown"] = dict(zip(self.terms, self._values(self.terms, self._terms, b), strict=True))
+            answer.update(zip(self.flags, self._flag_values(b), strict=True))
+        answer["breakdown"] = dict(zip(self.terms, self._term_values(b), strict=True))
         answer["params_id"] = params_id
         answer["request_id"] = request_id
         return answer
@@ -68,6 +63,16 @@ class RouteEncoder:
     def encode(self, b: Any, model: str, params_id: str, request_id: str | None) -> bytes:
         """The answer as JSON bytes (pydantic-core's serialiser: many times ``json.dumps``'s speed)."""
         return pydantic_core.to_json(self.to_dict(b, model, params_id, request_id))
+
+
+def _tuple_getter(names: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:
+    if not names:
+        return lambda b: ()
+    if len(names) == 1:
+        one = attrgetter(names[0])
+        return lambda b: (one(b),)
+    getter: Callable[[Any], tuple[Any, ...]] = attrgetter(*names)
+    return getter
 
 
 _ENCODERS: dict[type[Any], RouteEncoder] = {}

@@ -16,6 +16,7 @@ both models in-process (bar: 10 million decisions/s).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import re
@@ -61,6 +62,7 @@ class WrkResult:
     p99_ms: float
     requests: int
     errors: int  # non-2xx answers and socket errors
+    cpu_us_per_request: float = 0.0  # the server process's CPU time (user + system) per request
 
 
 def _free_port() -> int:
@@ -90,10 +92,19 @@ def parse_wrk(output: str) -> WrkResult:
     return WrkResult(rps, p50, p99, requests, errors)
 
 
-def _wrk(port: int, script: Path, connections: int, seconds: float) -> WrkResult:
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process so far (Linux ``/proc``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _wrk(pid: int, port: int, script: Path, connections: int, seconds: float) -> WrkResult:
     cmd = ["wrk", "-t1", f"-c{connections}", f"-d{seconds:g}s", "--latency", "-s", str(script)]
+    cpu = _cpu_seconds(pid)
     out = subprocess.run([*cmd, f"http://127.0.0.1:{port}/route"], capture_output=True, text=True, check=True)
-    return parse_wrk(out.stdout)
+    result = parse_wrk(out.stdout)
+    cpu_us = (_cpu_seconds(pid) - cpu) * 1e6 / max(result.requests, 1)
+    return dataclasses.replace(result, cpu_us_per_request=cpu_us)
 
 
 def _start(target: list[str], port: int, env: dict[str, str], body: bytes) -> subprocess.Popen[bytes]:
@@ -122,8 +133,11 @@ def _measure(
     port = _free_port()
     proc = _start(target, port, env, body)
     try:
-        _wrk(port, script, connections, 1.0)  # warm-up
-        return _wrk(port, script, connections, seconds), _wrk(port, script, 1, seconds)
+        _wrk(proc.pid, port, script, connections, 1.0)  # warm-up
+        return (
+            _wrk(proc.pid, port, script, connections, seconds),
+            _wrk(proc.pid, port, script, 1, seconds),
+        )
     finally:
         proc.terminate()
         proc.wait()
@@ -132,7 +146,7 @@ def _measure(
 def _fmt(name: str, r: WrkResult) -> str:
     return (
         f"  {name:<8} {r.rps:>9.0f} req/s  p50 {r.p50_ms:6.3f} ms  p99 {r.p99_ms:6.3f} ms"
-        f"  ({r.requests} requests, {r.errors} errors)"
+        f"  server CPU {r.cpu_us_per_request:5.1f} us/request  ({r.requests} requests, {r.errors} errors)"
     )
 
 
@@ -172,6 +186,12 @@ def http_bench(
     p99_one = max(one.p99_ms for _, one in pd)
     errors = sum(r.errors + one.errors for r, one in pd)
     ok = ratio >= BARS[model] and p99_one <= P99_BAR_MS and errors == 0
+    rounds_ratios = sorted(p.requests / b.requests for (b, _), (p, _) in zip(bare, pd, strict=True))
+    cpu_ratio = sum(b.cpu_us_per_request for b, _ in bare) / sum(p.cpu_us_per_request for p, _ in pd)
+    print(
+        f" per-round ratios {', '.join(f'{r:.2f}' for r in rounds_ratios)}; server CPU per request "
+        f"bare/pdroute = {cpu_ratio:.2f} (what the ratio would be with the server alone on a core)"
+    )
     print(
         f" ratio pdroute/bare = {ratio:.2f} (bar >= {BARS[model]:.2f}); worst p99 at 1 connection "
         f"{p99_one:.3f} ms (bar <= {P99_BAR_MS}); {errors} errors -> {'met' if ok else 'NOT met'}"

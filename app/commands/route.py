@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 from app.commands.usage import UsageError
 from app.route_codec import encoder_for
-from app.routes.route import RouteDefaults, decide, route_inputs
+from app.routes.route import RouteDefaults, decide
 from app.schemas import RouteRequest
 from app.settings import embedded_params_path
 from solver.params import load_params
@@ -96,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
     req = parse_request(args)
     params = load_params(args.params or embedded_params_path())
     model = build_model(args.model, params, harm_weight=args.harm_weight)
-    b = decide(model, route_inputs(req, RouteDefaults(args.output_len, None, None)))
+    _, b = decide(model, req, RouteDefaults(args.output_len, None, None))
     answer = encoder_for(type(b)).to_dict(b, model.name, params.params_id, None)
     del answer["request_id"]
     if args.json:

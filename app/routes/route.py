@@ -72,14 +72,21 @@ def route_inputs(req: RouteRequest, defaults: RouteDefaults) -> RouteInputs:
     )
 
 
-def decide(model: DecisionModel, inputs: RouteInputs) -> Any:
-    """The decision (pure): ``model``'s breakdown for ``inputs``; raises ``PdrouteError``."""
-    return model.decide(inputs)
+def decide(model: DecisionModel, req: RouteRequest, defaults: RouteDefaults) -> tuple[RouteInputs, Any]:
+    """The decision (pure): a parsed request in, the model's inputs and breakdown out.
+
+    Raises ``PdrouteError`` for a request the model cannot decide.
+    """
+    inputs = route_inputs(req, defaults)
+    return inputs, model.decide(inputs)
 
 
-def decide_batch(model: DecisionModel, inputs: list[RouteInputs]) -> list[Any]:
+def decide_batch(
+    model: DecisionModel, reqs: list[RouteRequest], defaults: RouteDefaults
+) -> tuple[list[RouteInputs], list[Any]]:
     """Many decisions in order through the vectorised model (the same answers as ``decide``)."""
-    return model.decide_many(RouteColumns.from_inputs(inputs)).rows()
+    inputs = [route_inputs(r, defaults) for r in reqs]
+    return inputs, model.decide_many(RouteColumns.from_inputs(inputs)).rows()
 
 
 def parse_body(model: type[M], raw: bytes) -> M:
@@ -99,8 +106,8 @@ class RouteEndpoint:
         self.record = metrics.route_recorder()
         self.defaults = RouteDefaults.from_settings(settings)
         self.max_batch = settings.max_batch_requests
-        self.batch = batch
         self.path = "/route/batch" if batch else "/route"
+        self.answer = self._answer_batch if batch else self._answer
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         scope["pdroute.handler"] = self.path  # the metrics label, as the router would set it
@@ -119,7 +126,7 @@ class RouteEndpoint:
                     break
             raw = b"".join(chunks)
         try:
-            body = self._answer_batch(raw, scope) if self.batch else self._answer(raw, scope)
+            body = self.answer(raw, scope)
         except ValidationError as exc:
             problem = validation_error_body(_errors(exc))
             await send_error(scope, send, 422, problem["error"], detail=problem["detail"])
@@ -136,10 +143,10 @@ class RouteEndpoint:
         if req.request_id is not None:
             scope[SCOPE_KEY] = req.request_id  # an error answer from here on carries it
         snapshot = self.store.current
-        inputs = route_inputs(req, self.defaults)
-        b = decide(snapshot.model, inputs)
+        model = snapshot.model
+        inputs, b = decide(model, req, self.defaults)
         self.record(b, inputs)
-        return encoder_for(type(b)).encode(b, snapshot.model.name, snapshot.params_id, req.request_id)
+        return encoder_for(type(b)).encode(b, model.name, snapshot.params_id, req.request_id)
 
     def _answer_batch(self, raw: bytes, scope: Scope) -> bytes:
         reqs = RouteBatchRequest.model_validate_json(raw).requests
@@ -157,10 +164,9 @@ class RouteEndpoint:
                 ],
             )
         snapshot = self.store.current
-        inputs = [route_inputs(r, self.defaults) for r in reqs]
-        results = []
         model = snapshot.model
-        for req, one, b in zip(reqs, inputs, decide_batch(model, inputs), strict=True):
+        results = []
+        for req, one, b in zip(reqs, *decide_batch(model, reqs, self.defaults), strict=True):
             self.record(b, one)
             results.append(encoder_for(type(b)).to_dict(b, model.name, snapshot.params_id, req.request_id))
         return pydantic_core.to_json({"results": results, "params_id": snapshot.params_id})
