@@ -66,6 +66,15 @@ class RouteRequest(_Strict):
             description="prompt tokens admitted to the collocation GPU and not yet prefilled",
         ),
     ] = None
+    decode_pending_prefill_tokens: Annotated[
+        int | None,
+        Field(
+            ge=0,
+            le=MAX_TOKENS,
+            description="prompt tokens admitted to the target decode GPU for local prefill, not yet "
+            "prefilled (the same as pending_prefill_tokens when both are one GPU)",
+        ),
+    ] = None
     colloc_context_tokens: Annotated[
         int | None,
         Field(ge=0, le=MAX_TOKENS, description="KV tokens of the decodes running on the collocation GPU"),

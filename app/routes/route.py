@@ -54,21 +54,22 @@ def route_inputs(req: RouteRequest, defaults: RouteDefaults) -> RouteInputs:
     ttft = req.ttft_slo_ms
     tpot = req.tpot_slo_ms
     return RouteInputs(
-        req.prompt_len,
-        req.predicted_output_len or defaults.output_len,
-        req.system_load,
-        req.decode_batch_size,
-        req.chunk_size,
-        req.prefill_queue_requests,
-        req.prefill_queue_tokens,
-        req.prefill_running_requests,
-        req.prefill_pool_gpus,
-        req.pending_prefill_tokens,
-        req.colloc_context_tokens,
-        req.decode_context_tokens,
-        req.cached_prompt_tokens,
-        defaults.ttft_slo_ms if ttft is None else ttft,
-        defaults.tpot_slo_ms if tpot is None else tpot,
+        prompt_len=req.prompt_len,
+        predicted_output_len=req.predicted_output_len or defaults.output_len,
+        system_load=req.system_load,
+        decode_batch_size=req.decode_batch_size,
+        chunk_size=req.chunk_size,
+        prefill_queue_requests=req.prefill_queue_requests,
+        prefill_queue_tokens=req.prefill_queue_tokens,
+        prefill_running_requests=req.prefill_running_requests,
+        prefill_pool_gpus=req.prefill_pool_gpus,
+        pending_prefill_tokens=req.pending_prefill_tokens,
+        decode_pending_prefill_tokens=req.decode_pending_prefill_tokens,
+        colloc_context_tokens=req.colloc_context_tokens,
+        decode_context_tokens=req.decode_context_tokens,
+        cached_prompt_tokens=req.cached_prompt_tokens,
+        ttft_slo_ms=defaults.ttft_slo_ms if ttft is None else ttft,
+        tpot_slo_ms=defaults.tpot_slo_ms if tpot is None else tpot,
     )
 
 
