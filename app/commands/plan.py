@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from solver.errors import PdrouteError
+from app.commands.usage import UsageError
 from solver.plan import (
     THROUGHPUT_FITS,
     CurveSet,
@@ -43,10 +43,6 @@ from solver.plan.verify import format_verification, verification_to_dict, verify
 # Candidates are vectorised over x: memory and time grow linearly in X (about 60 ms and 70 MB
 # per plan at this bound); far beyond it one plan exhausts memory instead of answering.
 MAX_CLI_MACHINES = 100_000
-
-
-class BadPlanArgument(PdrouteError):
-    """A planner command-line value out of range, or an output folder that cannot be written."""
 
 
 def _common(p: argparse.ArgumentParser, *, with_profile: bool = False) -> None:
@@ -91,7 +87,7 @@ def register(sub: Any) -> None:
 
 def _check_machines(machines: int) -> None:
     if machines > MAX_CLI_MACHINES:
-        raise BadPlanArgument(f"--machines: at most {MAX_CLI_MACHINES}, got {machines}")
+        raise UsageError(f"--machines: at most {MAX_CLI_MACHINES}, got {machines}")
 
 
 def _model(args: argparse.Namespace) -> tuple[CurveSet, PlanModel]:
@@ -106,7 +102,7 @@ def _model(args: argparse.Namespace) -> tuple[CurveSet, PlanModel]:
 def _check_lengths(name: str, values: Sequence[int]) -> None:
     bad = [v for v in values if v < 1]
     if bad:
-        raise BadPlanArgument(f"--{name}: every value must be >= 1, got {bad[0]}")
+        raise UsageError(f"--{name}: every value must be >= 1, got {bad[0]}")
 
 
 def _table(rows: Sequence[Sequence[str]]) -> str:
@@ -219,7 +215,7 @@ def run_plan(args: argparse.Namespace) -> int:
     _check_lengths("prompt-len", [args.prompt_len])
     _check_lengths("output-len", [args.output_len])
     if args.verify and args.profile is None:
-        raise BadPlanArgument("--verify: needs --profile (the simulator runs on the profile's step times)")
+        raise UsageError("--verify: needs --profile (the simulator runs on the profile's step times)")
     curves, model = _model(args)
     plan = solve_plan(model, args.machines, args.prompt_len, args.output_len)
     verification = verify_plan(plan, resolve_profile(args.profile)) if args.verify else None
@@ -274,7 +270,7 @@ def run_grid(args: argparse.Namespace) -> int:
     _check_lengths("prompt-lens", args.prompt_lens)
     _check_lengths("output-lens", args.output_lens)
     if args.out.exists() and not args.out.is_dir():
-        raise BadPlanArgument(f"-o {args.out}: exists and is not a folder")
+        raise UsageError(f"-o {args.out}: exists and is not a folder")
     from solver.plots.plan import plot_curve_fits, write_grid_figures
 
     curves, model = _model(args)
@@ -293,7 +289,7 @@ def run_grid(args: argparse.Namespace) -> int:
         ]
         params_path.write_text(json.dumps(model_parameters(curves, model, grid), indent=2) + "\n")
     except OSError as exc:
-        raise BadPlanArgument(f"-o {out}: cannot write the results ({exc.strerror or exc})") from exc
+        raise UsageError(f"-o {out}: cannot write the results ({exc.strerror or exc})") from exc
     written.append(params_path)
     cells = len(grid.prompt_lens) * len(grid.output_lens)
     infeasible = sum(r is not None for row in grid.infeasible for r in row)

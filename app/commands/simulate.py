@@ -20,11 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from solver.errors import PdrouteError
-
-
-class SimulateArgumentError(PdrouteError):
-    """A ``pdroute simulate`` argument is unusable."""
+from app.commands.usage import UsageError
 
 
 def register(sub: Any) -> None:
@@ -90,9 +86,9 @@ def _numbers(text: str, flag: str) -> list[float]:
     try:
         values = [float(v) for v in text.split(",") if v.strip()]
     except ValueError:
-        raise SimulateArgumentError(f"{flag}: expected comma-separated numbers, got {text!r}") from None
+        raise UsageError(f"{flag}: expected comma-separated numbers, got {text!r}") from None
     if not values or any(not v > 0 for v in values):
-        raise SimulateArgumentError(f"{flag}: expected numbers > 0, got {text!r}")
+        raise UsageError(f"{flag}: expected numbers > 0, got {text!r}")
     return values
 
 
@@ -118,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
     from solver.sim.latency import StepLatency
 
     if args.cdf_rate is not None and not (math.isfinite(args.cdf_rate) and args.cdf_rate > 0):
-        raise SimulateArgumentError(f"--cdf-rate: expected a load > 0 requests/s, got {args.cdf_rate!r}")
+        raise UsageError(f"--cdf-rate: expected a load > 0 requests/s, got {args.cdf_rate!r}")
     names = parse_policy_names(args.policies)
     prediction = parse_prediction(args.predict)
     slo = SloLimits(args.ttft_slo_ms, args.tpot_slo_ms)
@@ -158,12 +154,12 @@ def run(args: argparse.Namespace) -> int:
         else:
             lengths = parse_length_spec(args.lengths)
         if args.rates is None:
-            raise SimulateArgumentError("--poisson needs --rates")
+            raise UsageError("--poisson needs --rates")
         base = poisson_workload(args.poisson, 1.0, lengths, seed=args.seed)
     if args.max_requests is not None:
         base = base.head(args.max_requests)
     if args.rates is not None and args.scales is not None:
-        raise SimulateArgumentError("give --rates or --scales, not both")
+        raise UsageError("give --rates or --scales, not both")
     if args.rates is not None:
         workloads = [base.at_rate(r) for r in _numbers(args.rates, "--rates")]
     elif args.scales is not None:
@@ -181,7 +177,7 @@ def run(args: argparse.Namespace) -> int:
     try:  # before the simulation, so an unusable folder does not waste a long run
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise SimulateArgumentError(f"-o {out}: cannot create the output folder ({exc.strerror})") from None
+        raise UsageError(f"-o {out}: cannot create the output folder ({exc.strerror})") from None
     print(
         f"simulating {len(policies)} policies x {len(workloads)} loads, {base.num_requests} requests "
         f"from {base.source}; {fleet.describe()}, chunk {fleet.chunk_size}",

@@ -37,7 +37,8 @@ from typing import NamedTuple, Protocol
 from solver.errors import InvalidSimConfig
 from solver.routing.design import AnalyticalCostModel
 from solver.routing.queue_aware import QueueAwareModel
-from solver.routing.types import COLLOCATED, DISAGGREGATED, Decision, RouteInputs
+from solver.routing.types import COLLOCATED, DISAGGREGATED, Decision
+from solver.sim.inputs import route_inputs
 
 POLICY_NAMES = ("collocated", "disaggregated", "threshold", "threshold-queue", "cost-model", "queue-aware")
 
@@ -190,29 +191,6 @@ class CostModelPolicy:
         return PolicyAnswer(b.decision, b.prefill_ms + b.interference_ms, b.t_collocated_ms)
 
 
-def view_inputs(view: RouteView) -> RouteInputs:
-    """The ``/route`` inputs a gateway would send for ``view`` (every field reported; a
-    ``RouteView`` holds no prefix-cache hits, so none are reported)."""
-    return RouteInputs(
-        prompt_len=view.prompt_len,
-        predicted_output_len=view.predicted_output_len,
-        system_load=view.system_load,
-        decode_batch_size=view.decode_batch_size,
-        chunk_size=view.chunk_size,
-        prefill_queue_requests=view.prefill_queue_depth,
-        prefill_queue_tokens=view.prefill_queue_tokens,
-        prefill_running_requests=view.prefill_inflight,
-        prefill_pool_gpus=max(view.num_prefill_gpus, 1),
-        pending_prefill_tokens=view.colloc_pending_prefill_tokens,
-        decode_pending_prefill_tokens=view.decode_pending_prefill_tokens,
-        colloc_context_tokens=view.colloc_context_tokens,
-        decode_context_tokens=view.decode_context_tokens,
-        cached_prompt_tokens=0,
-        ttft_slo_ms=None if math.isinf(view.ttft_slo_ms) else view.ttft_slo_ms,
-        tpot_slo_ms=None if math.isinf(view.tpot_slo_ms) else view.tpot_slo_ms,
-    )
-
-
 class QueueAwarePolicy:
     """``QueueAwareModel.decide`` on the gateway's view: the chosen path's predicted TTFT and
     end-to-end latency, infeasible when the model finds no path meeting the targets."""
@@ -226,7 +204,7 @@ class QueueAwarePolicy:
         return self._name
 
     def decide(self, view: RouteView) -> PolicyAnswer:
-        b = self.model.decide(view_inputs(view))
+        b = self.model.decide(route_inputs(view))
         if b.decision == DISAGGREGATED:
             return PolicyAnswer(b.decision, b.ttft_disaggregated_ms, b.t_disaggregated_ms, not b.meets_slo)
         return PolicyAnswer(b.decision, b.ttft_collocated_ms, b.t_collocated_ms, not b.meets_slo)

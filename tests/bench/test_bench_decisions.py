@@ -53,9 +53,9 @@ def test_bench_runs_on_a_poisson_load_when_the_trace_is_missing(
             summary = load["candidate"]
             assert summary["best_rule"] in names[:4]
             best = {p["policy"]: p for p in load["policies"]}
-            expected = best["cost-model"]["goodput_rps"] / best["best-static"]["goodput_rps"]
+            expected = best["queue-aware"]["goodput_rps"] / best["best-static"]["goodput_rps"]
             assert summary["goodput_vs_best_static"] == pytest.approx(expected)
-            assert summary["ttft_err_p50_pct"] is not None  # the cost model predicts
+            assert summary["ttft_err_p50_pct"] is not None  # the queue-aware model predicts
     # Static rules ignore the prediction: their rows are the same in both modes.
     exact, mean = doc["blocks"][0]["loads"][0]["policies"], doc["blocks"][1]["loads"][0]["policies"]
     assert exact[:5] == mean[:5]

@@ -186,9 +186,14 @@ def test_slo_decides_when_one_path_is_feasible() -> None:
     assert tight.reason == "slo_only_feasible" and tight.meets_slo
     fast = "collocated" if free.ttft_collocated_ms < free.ttft_disaggregated_ms else "disaggregated"
     assert tight.decision == fast
-    # Neither feasible: flagged, and sent to the later path so the faster one stays free.
+    # Neither feasible: flagged, and sent where it delays others least. No prefill queue here,
+    # while its chunks would lengthen the steps of 20 running decodes: disaggregated.
     none = _model().decide(dataclasses.replace(base, ttft_slo_ms=lo / 2))
-    assert none.reason == "slo_none_feasible" and not none.meets_slo and none.decision != fast
+    assert none.reason == "slo_none_feasible" and not none.meets_slo
+    assert none.decision == "disaggregated"
+    # With a long prefill queue it stays local instead.
+    queued = dataclasses.replace(base, ttft_slo_ms=lo / 2, prefill_queue_requests=500)
+    assert _model().decide(queued).decision == "collocated"
 
 
 def test_harm_weight_prices_the_running_decodes() -> None:
@@ -197,6 +202,12 @@ def test_harm_weight_prices_the_running_decodes() -> None:
     assert selfish.cost_collocated_ms == selfish.t_collocated_ms
     assert social.cost_collocated_ms == pytest.approx(social.t_collocated_ms + social.harm_collocated_ms)
     assert social.harm_weight == 1.0
+    # With targets, harm counts in proportion to how close its victims run to them.
+    raw = social.harm_collocated_ms
+    loose = _model(1.0).decide(dataclasses.replace(x, tpot_slo_ms=social.tpot_collocated_ms * 4))
+    assert loose.harm_collocated_ms == pytest.approx(raw / 4)
+    tight = _model(1.0).decide(dataclasses.replace(x, tpot_slo_ms=social.tpot_collocated_ms / 2))
+    assert tight.harm_collocated_ms == pytest.approx(raw)
 
 
 def test_breakdown_fields_and_reasons_are_bounded() -> None:
