@@ -27,6 +27,7 @@ from solver.plan.curves import CapacityInverse, is_clamped
 from solver.plan.model import PlanModel
 from solver.plan.reference import ReferenceOptimum, ThroughputPeaks, reference_optimum, throughput_peaks
 from solver.plan.split import Candidate, CandidateTable, all_candidates, cuf_balanced_x
+from solver.plan.tuf_roots import TufRoots, tuf_roots
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -145,14 +146,20 @@ def solve_plan(model: PlanModel, machines: int, prompt_len: int, output_len: int
 
 
 def _solve(
-    model: PlanModel, machines: int, prompt_len: int, output_len: int, context: _PromptContext
+    model: PlanModel,
+    machines: int,
+    prompt_len: int,
+    output_len: int,
+    context: _PromptContext,
+    tuf_at: TufRoots | None = None,
 ) -> Plan:
-    """``solve_plan`` for a checked workload, given its prompt length's limits and peaks."""
+    """``solve_plan`` for a checked workload, given its prompt length's limits and peaks (and its
+    TUF roots, when a grid searched its row at once)."""
     limits = context.limits
     # an overflow (extreme fits) is reported by _check_finite, not as a numpy warning
     with np.errstate(over="ignore", invalid="ignore"):
         baseline = solve_baseline(model, machines, prompt_len, output_len)
-        table, roots = all_candidates(model, limits, machines, prompt_len, output_len)
+        table, roots = all_candidates(model, limits, machines, prompt_len, output_len, tuf_at)
         if len(table) == 0:
             raise InfeasiblePlan(
                 "no feasible x: no split delivers a positive request rate (the throughput curves are "
@@ -225,6 +232,23 @@ class PlanGrid:
     infeasible: tuple[tuple[str | None, ...], ...]  # the reason per infeasible cell
 
 
+def _row_tuf_roots(
+    model: PlanModel, machines: int, prompt_len: int, output_lens: Sequence[int], context: _PromptContext
+) -> dict[int, TufRoots]:
+    """TUF roots of every valid output length of one grid row, searched together."""
+    valid = []
+    for output_len in output_lens:
+        try:
+            _check_workload(machines, prompt_len, output_len)
+        except InfeasiblePlan:
+            continue
+        valid.append(int(output_len))
+    lens = sorted(set(valid))
+    with np.errstate(over="ignore", invalid="ignore"):
+        found = tuf_roots(model, context.limits, int(machines), prompt_len, lens)
+    return dict(zip(lens, found, strict=True))
+
+
 def solve_grid(
     model: PlanModel, machines: int, prompt_lens: Sequence[int], output_lens: Sequence[int]
 ) -> PlanGrid:
@@ -239,10 +263,11 @@ def solve_grid(
     plans: list[list[Plan | None]] = [[None] * shape[1] for _ in range(shape[0])]
     reasons: list[list[str | None]] = [[None] * shape[1] for _ in range(shape[0])]
     contexts: dict[int, _PromptContext | InfeasiblePlan] = {}
+    row_roots: dict[int, dict[int, TufRoots]] = {}
     for i, prompt_len in enumerate(prompt_lens):
         for j, output_len in enumerate(output_lens):
             try:
-                # solve_plan, with the prompt length's limits and peaks computed once per row
+                # solve_plan, with the prompt length's limits, peaks and TUF roots found once per row
                 _check_workload(machines, prompt_len, output_len)
                 if int(prompt_len) not in contexts:
                     try:
@@ -252,7 +277,12 @@ def solve_grid(
                 context = contexts[int(prompt_len)]
                 if isinstance(context, InfeasiblePlan):
                     raise InfeasiblePlan(str(context))
-                plan = _solve(model, int(machines), int(prompt_len), int(output_len), context)
+                if int(prompt_len) not in row_roots:
+                    row_roots[int(prompt_len)] = _row_tuf_roots(
+                        model, machines, int(prompt_len), output_lens, context
+                    )
+                at = row_roots[int(prompt_len)][int(output_len)]
+                plan = _solve(model, int(machines), int(prompt_len), int(output_len), context, at)
             except InfeasiblePlan as exc:
                 reasons[i][j] = str(exc)
                 continue

@@ -18,11 +18,11 @@ weights of one machine. Batches are continuous; machine counts are integers.
 
 Every candidate's batches lie within [one request, capacity limit], so the reference optimum
 (``solver.plan.reference``), which searches x and both batches over the same ranges, bounds it above.
+The TUF roots are found in ``solver.plan.tuf_roots``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Any, NamedTuple
 
@@ -32,11 +32,11 @@ import numpy.typing as npt
 from solver.plan.baseline import Limits
 from solver.plan.curves import throughput_at
 from solver.plan.model import PlanModel
+from solver.plan.tuf_roots import TufRoots, tuf_roots
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
-BISECTION_STEPS = 30  # brackets are at most one machine wide: about 1e-9 machines of precision
 
 
 @dataclass(frozen=True)
@@ -180,72 +180,36 @@ def cuf_candidates(
     return _table(model, limits, (machines, prompt_len, output_len), _cuf_rows(limits, machines))
 
 
-def _roots(residual: Callable[[FloatArray], FloatArray], lo: float, hi: float) -> FloatArray:
-    """Every sign change of ``residual`` on [lo, hi], sampled at the integers, refined by bisection."""
-    if lo > hi:
-        return np.empty(0)
-    # lo, the integers strictly inside (lo, hi), hi: increasing, no duplicates unless lo == hi
-    xs = np.concatenate(([lo], np.arange(np.floor(lo) + 1.0, np.ceil(hi)), [hi]))
-    rs = residual(xs)
-    exact = xs[rs == 0.0]
-    brackets = np.nonzero(rs[:-1] * rs[1:] < 0.0)[0]
-    if len(brackets) == 0 and len(exact) == 0:  # the common case: no root on this range
-        return np.empty(0)
-    left, right = xs[brackets], xs[brackets + 1]
-    sign_left = np.sign(rs[brackets])
-    for _ in range(BISECTION_STEPS if len(brackets) else 0):
-        mid = 0.5 * (left + right)
-        same = np.sign(residual(mid)) == sign_left
-        left, right = np.where(same, mid, left), np.where(same, right, mid)
-    return np.unique(np.concatenate((exact, 0.5 * (left + right))))
-
-
 def _tuf_rows(
-    model: PlanModel, limits: Limits, machines: int, prompt_len: int, output_len: int
+    model: PlanModel,
+    limits: Limits,
+    machines: int,
+    prompt_len: int,
+    output_len: int,
+    roots: TufRoots | None = None,
 ) -> tuple[_Rows, tuple[tuple[str, float], ...]]:
     big_x = float(machines)
     cap_p, cap_d = limits.prefill.batch, limits.decode.batch
     m = cap_p / prompt_len  # n_p at the prefill limit
-    t_p_cap = float(throughput_at(model.prefill.throughput, cap_p))
-    t_d_cap = float(throughput_at(model.decode.throughput, cap_d))
-
-    def n_d_of(x: FloatArray) -> FloatArray:  # TUF-P: concurrency balance with n_p = m
-        return (big_x - x) * m / x
-
-    def n_p_of(x: FloatArray) -> FloatArray:  # TUF-D: concurrency balance with n_d = cap_d
-        return x * cap_d / (big_x - x)
-
-    def residual_p(x: FloatArray) -> FloatArray:
-        t_d = throughput_at(model.decode.throughput, n_d_of(x))
-        return (big_x - x) * t_p_cap / prompt_len - x * t_d / output_len
-
-    def residual_d(x: FloatArray) -> FloatArray:
-        t_p = throughput_at(model.prefill.throughput, n_p_of(x) * prompt_len)
-        return (big_x - x) * t_p / prompt_len - x * t_d_cap / output_len
-
-    # x ranges where the following batch stays within [one request, its limit]
-    ranges = {
-        "TUF-P": (big_x * m / (m + cap_d), big_x * m / (m + 1.0), residual_p),
-        "TUF-D": (big_x / (cap_d + 1.0), big_x * m / (cap_d + m), residual_d),
-    }
+    if roots is None:
+        roots = tuf_roots(model, limits, machines, prompt_len, [output_len])[0]
     found: list[tuple[str, float]] = []
     labels: list[str | None] = []
     columns: list[tuple[IntArray, FloatArray, FloatArray, FloatArray]] = [
         (np.empty(0, dtype=np.int64), np.empty(0), np.empty(0), np.empty(0))
     ]
-    for label, (lo, hi, residual) in ranges.items():
-        roots = _roots(residual, max(lo, 1.0), min(hi, big_x - 1.0))
-        if len(roots) == 0:
+    for label, at in roots.items():
+        if len(at) == 0:
             continue
-        found.extend((label, float(r)) for r in roots)
-        near = np.concatenate((np.floor(roots), np.ceil(roots)))
+        found.extend((label, float(r)) for r in at)
+        near = np.concatenate((np.floor(at), np.ceil(at)))
         xs, first = np.unique(np.clip(near, 1, machines - 1).astype(np.int64), return_index=True)
-        x_cont = np.concatenate((roots, roots))[first]
+        x_cont = np.concatenate((at, at))[first]
         xf = xs.astype(np.float64)
-        if label == "TUF-P":
-            b_p, n_d = np.full(len(xs), cap_p), np.clip(n_d_of(xf), 1.0, cap_d)
-        else:
-            b_p, n_d = np.clip(n_p_of(xf), 1.0, m) * prompt_len, np.full(len(xs), cap_d)
+        if label == "TUF-P":  # concurrency balance with n_p = m gives n_d
+            b_p, n_d = np.full(len(xs), cap_p), np.clip((big_x - xf) * m / xf, 1.0, cap_d)
+        else:  # concurrency balance with n_d = cap_d gives n_p
+            b_p, n_d = np.clip(xf * cap_d / (big_x - xf), 1.0, m) * prompt_len, np.full(len(xs), cap_d)
         labels.extend([label] * len(xs))
         columns.append((xs, b_p, n_d, x_cont))
     xs, b_p, n_d, x_cont = (np.concatenate(parts) for parts in zip(*columns, strict=True))
@@ -261,12 +225,18 @@ def tuf_candidates(
 
 
 def all_candidates(
-    model: PlanModel, limits: Limits, machines: int, prompt_len: int, output_len: int
+    model: PlanModel,
+    limits: Limits,
+    machines: int,
+    prompt_len: int,
+    output_len: int,
+    roots: TufRoots | None = None,
 ) -> tuple[CandidateTable, tuple[tuple[str, float], ...]]:
     """Every CUF row, then every TUF row (``concat`` of ``cuf_candidates`` and
-    ``tuf_candidates``, equal to it value for value), evaluated in one pass; and the TUF roots."""
+    ``tuf_candidates``, equal to it value for value), evaluated in one pass; and the TUF roots.
+    ``roots``, when given, are ``tuf_roots`` of the same model, limits and workload."""
     cuf = _cuf_rows(limits, machines)
-    tuf, roots = _tuf_rows(model, limits, machines, prompt_len, output_len)
+    tuf, roots_found = _tuf_rows(model, limits, machines, prompt_len, output_len, roots)
     rows = _Rows(
         np.concatenate((cuf.x, tuf.x)),
         np.concatenate((cuf.b_p, tuf.b_p)),
@@ -275,7 +245,7 @@ def all_candidates(
         np.concatenate((cuf.is_tuf, tuf.is_tuf)),
         np.concatenate((cuf.x_cont, tuf.x_cont)),
     )
-    return _table(model, limits, (machines, prompt_len, output_len), rows), roots
+    return _table(model, limits, (machines, prompt_len, output_len), rows), roots_found
 
 
 def take(table: CandidateTable, rows: IntArray) -> CandidateTable:
