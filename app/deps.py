@@ -10,6 +10,7 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
+from app.grid_limit import GridLimit
 from app.metrics import Metrics
 from app.params_store import ParamsStore
 from app.settings import Settings
@@ -35,7 +36,13 @@ async def _clock(request: Request) -> Callable[[], float]:
     return clock
 
 
+async def _grid_limit(request: Request) -> GridLimit:
+    limit: GridLimit = request.app.state.grid_limit
+    return limit
+
+
 SettingsDep = Annotated[Settings, Depends(_settings)]
 StoreDep = Annotated[ParamsStore, Depends(_store)]
 MetricsDep = Annotated[Metrics, Depends(_metrics)]
 ClockDep = Annotated[Callable[[], float], Depends(_clock)]
+GridLimitDep = Annotated[GridLimit, Depends(_grid_limit)]

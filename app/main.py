@@ -24,6 +24,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.errors import install_error_handlers
+from app.grid_limit import GridLimit
 from app.metrics import Metrics
 from app.middleware import RequestEnvelope
 from app.params_store import ParamsStore
@@ -157,6 +158,9 @@ def create_app(
     app.state.metrics = metrics
     app.state.clock = clock
     app.state.registry = registry
+    app.state.grid_limit = GridLimit(
+        settings.max_concurrent_grids, metrics.grids_rejected, metrics.grids_in_progress
+    )
     install_error_handlers(app)
     app.serve_endpoints(
         {

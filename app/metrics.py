@@ -157,6 +157,16 @@ class Metrics:
             ["trigger", "outcome"],
             registry=registry,
         )
+        self.grids_rejected = Counter(
+            "pdroute_plan_grids_rejected",
+            "POST /plan/grid requests refused with 429: PDROUTE_MAX_CONCURRENT_GRIDS were in progress.",
+            registry=registry,
+        )
+        self.grids_in_progress = Gauge(
+            "pdroute_plan_grids_in_progress",
+            "POST /plan/grid computations running now.",
+            registry=registry,
+        )
         for trigger in ("sighup", "admin", "watch", "startup"):
             for outcome in ("success", "failure"):
                 self.reloads.labels(trigger=trigger, outcome=outcome)

@@ -6,7 +6,7 @@ answered 422 naming the field. The limits:
 * ``machines`` 1..1000 (a split needs >= 2; 1 is answered 422 "no feasible x");
 * ``prompt_len``/``output_len`` 1..1,048,576 tokens; grids up to 32 prompt x 32 output lengths;
 * inline curve sets: 2..256 points per series, 64 assumptions, names up to 128 characters;
-  point coordinates up to 1e12 (checked with the set, ``solver.curveset.MAX_COORDINATE``);
+  point coordinates up to 1e12 (checked with the set, ``solver.plan.curvesets.MAX_COORDINATE``);
 * ``memory_gb``/``weights_gb`` in (0, 1,000,000].
 """
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 MAX_PLAN_MACHINES = 1000
 MAX_PLAN_LEN = 1_048_576  # tokens
@@ -84,7 +84,15 @@ GigaBytes = Annotated[float | None, Field(gt=0, le=MAX_GB)]
 
 
 class PlanRequest(_Strict):
-    curves: CurvesField
+    curves: CurvesField | None = None
+    profile: Annotated[
+        str | None,
+        Field(
+            min_length=1,
+            max_length=MAX_NAME_LEN,
+            description="a shipped profile's name: curves derived from it for this workload",
+        ),
+    ] = None
     machines: Machines
     prompt_len: Annotated[Length, Field(description="L_p, prompt tokens")]
     output_len: Annotated[Length, Field(description="L_d, output tokens")]
@@ -92,6 +100,12 @@ class PlanRequest(_Strict):
     weights_gb: Annotated[GigaBytes, Field(description="C_w per machine; the set's figure if omitted")] = None
     throughput_fit: ThroughputFitName = "piecewise"
     all_candidates: Annotated[bool, Field(description="every candidate instead of the summary")] = False
+
+    @model_validator(mode="after")
+    def _one_source(self) -> PlanRequest:
+        if (self.curves is None) == (self.profile is None):
+            raise ValueError("curves, profile: give exactly one of them")
+        return self
 
 
 class PlanGridRequest(_Strict):
@@ -174,6 +188,20 @@ class TufRootOut(BaseModel):
     x_continuous: float
 
 
+class RecommendationOut(BaseModel):
+    action: Literal["co-located", "split"]
+    source: Literal["baseline", "pick", "reference"]
+    policy: str
+    decode_machines: int
+    prefill_machines: int
+    prefill_batch_tokens: float
+    decode_batch: float
+    rate_rps: float
+    speedup: float
+    pick_to_reference: float
+    reason: str
+
+
 class PlanResponse(BaseModel):
     curves: str
     machines: int
@@ -195,6 +223,8 @@ class PlanResponse(BaseModel):
     candidates: list[CandidateOut]
     fits: dict[str, Any]
     notes: list[str]
+    recommendation: RecommendationOut
+    assumptions: list[str] = Field(default_factory=list, description="how curves from a profile were derived")
 
 
 class PlanGridResponse(BaseModel):
@@ -209,3 +239,5 @@ class PlanGridResponse(BaseModel):
     reference_speedup: list[list[float | None]]
     policy: list[list[str | None]]
     infeasible: list[list[str | None]]
+    recommendation: list[list[str | None]]
+    recommended_speedup: list[list[float | None]]

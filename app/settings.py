@@ -69,6 +69,12 @@ class Settings(BaseSettings):
     )
     watch_params: bool = Field(default=True, description="reload when the params file changes on disk")
     watch_interval_s: float = Field(default=2.0, gt=0, le=3600)
+    max_concurrent_grids: int = Field(
+        default=2,
+        ge=1,
+        le=64,
+        description="POST /plan/grid computations at once; beyond it 429 with Retry-After",
+    )
 
     def resolved_params_path(self) -> Path:
         return self.params_path if self.params_path is not None else embedded_params_path()

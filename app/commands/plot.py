@@ -44,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
 
         profile = load_profile(args.profile)
     try:
-        from solver.plots import plot_all
+        from solver.plots.costmodel import plot_all
 
         paths = plot_all(
             model, args.output_dir, output_len=args.output_len, chunk_size=args.chunk_size, profile=profile

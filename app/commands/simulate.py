@@ -205,7 +205,7 @@ def run(args: argparse.Namespace) -> int:
     (out / "results.md").write_text(format_markdown(result.metrics) + "\n")
     written = [out / "results.json", out / "results.md"]
     if not args.no_plots:
-        from solver.sim.plots import plot_e2e_cdf, plot_latency_vs_load
+        from solver.plots.sim import plot_e2e_cdf, plot_latency_vs_load
 
         rates = result.rates
         cdf_rate = args.cdf_rate if args.cdf_rate is not None else rates[len(rates) // 2]

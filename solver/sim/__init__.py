@@ -5,7 +5,7 @@ or a generator (``workload``, ``trace``), decisions from small policy objects (`
 told a predicted output length (``prediction``), and the loop itself is in ``events``.
 ``sweep`` is the library entry point; ``hindsight`` the hindsight-tuned static baseline;
 ``report`` turns runs into metrics and tables, ``accuracy`` scores the policies' latency
-predictions; ``plots`` draws them (matplotlib, imported only there).
+predictions; ``solver.plots.sim`` draws them (matplotlib, imported only there).
 """
 
 from solver.sim.accuracy import PredictionError

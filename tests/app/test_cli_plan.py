@@ -10,8 +10,8 @@ import pytest
 from PIL import Image
 
 from app.cli import main
-from solver.curveset import curve_set_to_mapping
-from tests.solver.curve_factory import make_curve_set
+from solver.plan.curvesets import curve_set_to_mapping
+from tests.solver.plan.curve_factory import make_curve_set
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -46,6 +46,19 @@ def test_plan_prints_the_pick_the_baseline_and_the_reference(
     assert colocated[1:3] == ["10", "10"] and float(colocated[-1]) == pytest.approx(8000 / 66, rel=1e-4)
     assert float(rows["reference"][-1]) == pytest.approx(150.0)
     assert f"speedup R_s/R_u {150 * 66 / 8000:.4f}" in out
+    recommendation = out.splitlines()[-1]
+    assert recommendation.startswith("recommendation: deploy the design's pick: 3 prefill machines")
+    assert "7 decode machines" in recommendation and "150 req/s (1.24x co-located)" in recommendation
+
+
+def test_plan_recommends_the_reference_optimum_when_the_pick_falls_short(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    args = ["plan", "--curves", "bloom-176b-8xh100", "--machines", "8", "--prompt-len", "1500"]
+    assert main([*args, "--output-len", "200", "--throughput-fit", "quadratic"]) == 0
+    last = capsys.readouterr().out.splitlines()[-1]
+    assert last.startswith("recommendation: deploy the reference optimum: 4 prefill machines")
+    assert "(1.34x co-located)" in last and "(0.54x co-located)" in last
 
 
 def test_plan_json_is_the_full_answer(capsys: pytest.CaptureFixture[str]) -> None:
@@ -107,9 +120,13 @@ def test_plan_grid_writes_heatmaps_csv_and_model_parameters(
     first = rows[0]
     assert (first["prompt_len"], first["output_len"], first["policy"]) == ("100", "50", "CUF-P")
     assert float(first["s_p"]) == pytest.approx(150 * 66 / 8000, rel=1e-5)
+    assert (first["recommendation"], first["recommended_decode_machines"]) == ("CUF-P", "7")
+    assert float(first["recommended_speedup"]) == pytest.approx(150 * 66 / 8000, rel=1e-5)
     assert rows[-1]["policy"] == "" and "9000" in rows[-1]["infeasible"]
+    assert rows[-1]["recommendation"] == ""
     params = json.loads((out / "model_parameters.json").read_text())
     assert params["fits"]["prefill"]["capacity"]["c1"] == pytest.approx(0.01)
+    assert params["cells"][0]["recommendation"]["source"] == "pick"
     assert params["cells"][0]["prefill_limit"]["is_exact"] is True
     assert len(params["cells"]) == 6
 
@@ -126,3 +143,42 @@ def test_plan_grid_output_that_cannot_be_written_is_one_line(
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"pdroute plan-grid: error: -o {out}:") and "\n" not in err
     assert blocker.read_text() == "not a folder"
+
+
+def test_plan_from_a_profile_file_prints_a_recommendation_and_the_assumptions(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    profile = Path(__file__).resolve().parents[2] / "solver" / "data" / "profiles" / "default.json"
+    args = ["plan", "--profile", str(profile), "--machines", "16"]
+    assert main([*args, "--prompt-len", "1024", "--output-len", "200"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("curves profile Qwen/Qwen3-8B on 1x h100_sxm")
+    assert "\nrecommendation: " in out
+    assert "assumption: decode: step times at the mean context 1124 tokens" in out
+
+
+def test_plan_from_a_profile_beyond_its_range_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["plan", "--profile", "default", "--machines", "16", "--prompt-len", "30000"]
+    assert main([*args, "--output-len", "200"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "context 30100 tokens" in err
+
+
+def test_plan_verify_simulates_the_recommendation(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["plan", "--profile", "default", "--machines", "16", "--prompt-len", "2048", "--output-len", "100"]
+    assert main([*args, "--verify"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    verify = [line for line in lines if line.startswith("verify")]
+    assert verify[0].startswith("verify (pools: 0 mixed + 12 prefill + 4 decode GPUs; 4000 Poisson requests")
+    assert "SLO attainment" in verify[0] and "(agrees within 10%)" in verify[1]
+    assert main([*args, "--verify", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["verification"]["predicted_rate_rps"] == d["recommendation"]["rate_rps"]
+    assert d["verification"]["likely_cause"] is None
+
+
+def test_plan_verify_needs_a_profile(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["plan", "--curves", "bloom-176b-8xh100", "--machines", "8", "--prompt-len", "100"]
+    assert main([*args, "--output-len", "100", "--verify"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--verify: needs --profile" in err

@@ -11,7 +11,7 @@ import pytest
 from app.cli import main
 from solver.profile_io import save_profile_json
 from solver.sim import SWEEP_NAMES
-from tests.solver.sim.png import assert_real_png
+from tests.solver.plots.png import assert_real_png
 from tests.solver.sim.profiles import make_profile
 
 

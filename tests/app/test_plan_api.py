@@ -11,9 +11,9 @@ from typing import Any
 import httpx
 import pytest
 
-from solver.curveset import curve_set_to_mapping
+from solver.plan.curvesets import curve_set_to_mapping
 from tests.app.conftest import LiveServer
-from tests.solver.curve_factory import make_curve_set
+from tests.solver.plan.curve_factory import make_curve_set
 
 
 def _inline(**overrides: Any) -> dict[str, Any]:
@@ -164,6 +164,30 @@ def test_grid(live_server: LiveServer) -> None:
     assert d["s_p"][0][0] == pytest.approx(150 * 66 / 8000) and d["policy"][0][0] == "CUF-P"
     assert len(d["s_d"]) == 3 and all(len(row) == 2 for row in d["s_d"])
     assert d["s_p"][2] == [None, None] and "9000" in d["infeasible"][2][0]
+    # instance A at L_p 100, L_d 50: deploy the pick (equal to the reference optimum)
+    assert d["recommendation"][0][0] == "CUF-P"
+    assert d["recommended_speedup"][0][0] == pytest.approx(150 * 66 / 8000)
+    assert d["recommendation"][2] == [None, None] and d["recommended_speedup"][2] == [None, None]
+    labels = {"co-located", "reference", "CUF-P", "CUF-D", "TUF-P", "TUF-D"}
+    assert all(r in labels for r in d["recommendation"][1])
+
+
+def test_every_plan_answer_carries_a_recommendation(live_server: LiveServer) -> None:
+    # the BLOOM-176B case: the design's pick is a TUF split at 0.54x co-located, the reference 1.34x
+    r = _plan(live_server, machines=8, prompt_len=1500, output_len=200, throughput_fit="quadratic")
+    assert r.status_code == 200, r.text
+    d = r.json()
+    rec = d["recommendation"]
+    assert d["speedup"] == pytest.approx(0.54, abs=0.005)
+    assert (rec["action"], rec["source"]) == ("split", "reference")
+    assert rec["decode_machines"] == d["reference_optimum"]["decode_machines"]
+    assert rec["speedup"] == pytest.approx(d["reference_optimum"]["speedup"])
+    assert "reference optimum" in rec["reason"]
+    # Llama2-70B, 64 machines, prompt 128, output 65,536: no split beats co-location
+    r = _plan(live_server, curves="llama2-70b-8xh100", prompt_len=128, output_len=65536)
+    rec = r.json()["recommendation"]
+    assert (rec["action"], rec["decode_machines"], rec["speedup"]) == ("co-located", 64, 1.0)
+    assert rec["reason"].startswith("no split beats co-location")
 
 
 @pytest.mark.parametrize(
@@ -215,3 +239,30 @@ def test_a_grid_solve_does_not_block_other_requests(live_server: LiveServer) -> 
     assert result["grid"].status_code == 200
     if result["grid_done"] > health_sent:  # the grid was still in flight when /healthz was sent
         assert health_done < result["grid_done"]
+
+
+def test_plan_from_a_shipped_profile(live_server: LiveServer) -> None:
+    r = _plan(live_server, curves=None, profile="default", machines=16, prompt_len=1024, output_len=200)
+    assert r.status_code == 200, r.text
+    d = r.json()
+    assert d["curves"] == "profile Qwen/Qwen3-8B on 1x h100_sxm" and d["machines"] == 16
+    assert d["recommendation"]["action"] in {"co-located", "split"}
+    assert any("mean context 1124" in a for a in d["assumptions"])
+    assert _plan(live_server).json()["assumptions"] == []  # a curve set states its own
+
+
+@pytest.mark.parametrize(
+    ("body", "error"),
+    [
+        ({"profile": "default"}, "curves, profile: give exactly one of them"),
+        ({"curves": None}, "curves, profile: give exactly one of them"),
+        ({"curves": None, "profile": "nope"}, "unknown shipped profile 'nope'"),
+        ({"curves": None, "profile": "default", "prompt_len": 30000}, "context 30128 tokens"),
+    ],
+)
+def test_bad_profile_requests_are_422_naming_the_problem(
+    live_server: LiveServer, body: dict[str, Any], error: str
+) -> None:
+    r = _plan(live_server, **body)
+    assert r.status_code == 422, r.text
+    assert error in r.json()["error"]

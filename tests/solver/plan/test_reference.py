@@ -1,4 +1,4 @@
-"""The reference optimum (solver/reference.py) against a brute-force search over x and both
+"""The reference optimum (solver/plan/reference.py) against a brute-force search over x and both
 batches, and as an upper bound of every CUF/TUF candidate."""
 
 from __future__ import annotations
@@ -9,12 +9,13 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 
-from solver.baseline import phase_limits
-from solver.curves import PiecewiseLinear, PlanModel, QuadraticFit, build_model, throughput_at
-from solver.reference import reference_optimum, search_grid
-from solver.split import concat, cuf_candidates, tuf_candidates
-from tests.solver.curve_factory import make_curve_set
-from tests.solver.plan_strategies import planner_cases
+from solver.plan.baseline import phase_limits
+from solver.plan.curves import PiecewiseLinear, QuadraticFit, throughput_at
+from solver.plan.model import PlanModel, build_model
+from solver.plan.reference import reference_optimum, search_grid, throughput_peaks
+from solver.plan.split import concat, cuf_candidates, tuf_candidates
+from tests.solver.plan.curve_factory import make_curve_set
+from tests.solver.plan.plan_strategies import planner_cases
 
 
 def _brute_force(model: PlanModel, machines: int, prompt_len: int, output_len: int, points: int) -> float:
@@ -131,7 +132,7 @@ def test_reference_is_never_below_any_candidate(case: tuple[PlanModel, int, int,
 @settings(max_examples=40, deadline=None)
 @given(case=planner_cases(max_machines=40))
 def test_reference_rate_never_drops_when_machines_grow(case: tuple[PlanModel, int, int, int]) -> None:
-    """Unlike the CUF/TUF pick (tests/solver/test_plan.py), for any curves."""
+    """Unlike the CUF/TUF pick (tests/solver/plan/test_plan.py), for any curves."""
     model, machines, prompt_len, output_len = case
     limits = phase_limits(model, prompt_len)
     rates = [
@@ -141,3 +142,15 @@ def test_reference_rate_never_drops_when_machines_grow(case: tuple[PlanModel, in
         for m in range(machines, machines + 4)
     ]
     assert all(b >= a for a, b in itertools.pairwise(rates))
+
+
+@settings(max_examples=40, deadline=None)
+@given(case=planner_cases())
+def test_reference_from_precomputed_peaks_is_the_same(case: tuple[PlanModel, int, int, int]) -> None:
+    model, machines, prompt_len, output_len = case
+    limits = phase_limits(model, prompt_len)
+    prefill, decode = model.prefill.throughput, model.decode.throughput
+    peaks = throughput_peaks(prefill, decode, limits, prompt_len)
+    assert reference_optimum(prefill, decode, limits, machines, prompt_len, output_len, peaks) == (
+        reference_optimum(prefill, decode, limits, machines, prompt_len, output_len)
+    )

@@ -1,4 +1,4 @@
-"""The curve-set dataclass and its JSON form (solver/curveset.py)."""
+"""The curve-set dataclass and its JSON form (solver/plan/curvesets.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from solver.curveset import (
+from solver.errors import InvalidCurves
+from solver.plan.curvesets import (
     DEFAULT_DOMAIN_FACTOR,
     builtin_curve_set_names,
     curve_set_from_mapping,
@@ -18,8 +19,7 @@ from solver.curveset import (
     load_curve_set,
     resolve_curve_set,
 )
-from solver.errors import InvalidCurves
-from tests.solver.curve_factory import make_curve_set
+from tests.solver.plan.curve_factory import make_curve_set
 
 
 def _mapping() -> dict[str, Any]:
@@ -117,3 +117,10 @@ def test_unreadable_files_are_invalid_curves(tmp_path: Path) -> None:
     wrong.write_text(json.dumps(_set(_mapping(), ("memory_gb",), _DELETE)))
     with pytest.raises(InvalidCurves, match=r"wrong.json: memory_gb: missing"):
         load_curve_set(wrong)
+
+
+def test_builtin_sets_are_read_once_per_process() -> None:
+    name = builtin_curve_set_names()[0]
+    first = load_builtin_curve_set(name)
+    assert load_builtin_curve_set(name) is first
+    assert builtin_curve_set_names() is builtin_curve_set_names()

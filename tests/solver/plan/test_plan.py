@@ -1,6 +1,6 @@
-"""The planner's answer (solver/plan.py): the pick, S_p/S_d, notes, invariants and the grid.
+"""The planner's answer (solver/plan/plan.py): the pick, S_p/S_d, notes, invariants and the grid.
 
-Instance A (see tests/solver/test_split.py): X = 10, L_p = 100, L_d = 50 picks CUF-P at x = 7
+Instance A (see tests/solver/plan/test_split.py): X = 10, L_p = 100, L_d = 50 picks CUF-P at x = 7
 with R_s = 150 req/s; the baseline gives R_u = 10*50*16/66, so S_p = S_d = 150*66/8000.
 """
 
@@ -12,11 +12,12 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 
-from solver.curves import PlanModel, build_model
 from solver.errors import InfeasiblePlan
-from solver.plan import solve_grid, solve_plan
-from tests.solver.curve_factory import make_curve_set
-from tests.solver.plan_strategies import planner_cases
+from solver.plan.model import PlanModel, build_model
+from solver.plan.plan import solve_grid, solve_plan
+from solver.plan.report import plan_to_dict
+from tests.solver.plan.curve_factory import make_curve_set
+from tests.solver.plan.plan_strategies import planner_cases
 
 
 def test_instance_a_closed_form() -> None:
@@ -161,3 +162,26 @@ def test_grid_without_any_feasible_cell_raises_the_first_reason() -> None:
         solve_grid(build_model(make_curve_set()), 10, [9000], [50])
     with pytest.raises(InfeasiblePlan, match="at least one prompt length"):
         solve_grid(build_model(make_curve_set()), 10, [], [50])
+
+
+@settings(max_examples=25, deadline=None)
+@given(case=planner_cases())
+def test_every_grid_cell_is_the_single_plan(case: tuple[PlanModel, int, int, int]) -> None:
+    # the grid computes each prompt length's limits and peaks once; every figure must still be
+    # the single plan's, and an infeasible cell must carry the single plan's reason
+    model, machines, prompt_len, output_len = case
+    prompt_lens, output_lens = [prompt_len, 1, prompt_len * 7, 0], [output_len, 3, output_len * 5]
+    try:
+        grid = solve_grid(model, machines, prompt_lens, output_lens)
+    except InfeasiblePlan:
+        return
+    for i, p in enumerate(prompt_lens):
+        for j, o in enumerate(output_lens):
+            cell = grid.plans[i][j]
+            try:
+                single = solve_plan(model, machines, p, o)
+            except InfeasiblePlan as exc:
+                assert cell is None and grid.infeasible[i][j] == str(exc)
+                continue
+            assert cell is not None and grid.infeasible[i][j] is None
+            assert plan_to_dict(cell, all_candidates=True) == plan_to_dict(single, all_candidates=True)

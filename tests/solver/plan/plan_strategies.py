@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from solver.curves import PlanModel, ThroughputFitKind, build_model
-from tests.solver.curve_factory import make_curve_set
+from solver.plan.curves import ThroughputFitKind
+from solver.plan.model import PlanModel, build_model
+from tests.solver.plan.curve_factory import make_curve_set
 
 
 @st.composite

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from solver.baseline import Limits
-from solver.curves import PiecewiseLinear, Throughput, throughput_at
+from solver.plan.baseline import Limits
+from solver.plan.curves import PiecewiseLinear, Throughput, throughput_at
 
 FloatArray = npt.NDArray[np.float64]
 UNIFORM_POINTS = 129
@@ -52,25 +52,57 @@ def search_grid(curve: Throughput, lo: float, hi: float) -> FloatArray:
     return np.sort(grid[(grid >= lo) & (grid <= hi)])
 
 
-def reference_optimum(
-    prefill: Throughput, decode: Throughput, limits: Limits, machines: int, prompt_len: int, output_len: int
-) -> ReferenceOptimum:
-    """Direct search over x in 1..X-1 and both batch ranges (see the module docstring)."""
+@dataclass(frozen=True)
+class ThroughputPeaks:
+    """Where each phase's throughput peaks within its batch range (they depend on the prompt
+    length and the limits, not on the fleet or the output length)."""
+
+    prefill_batch_tokens: float  # B_p maximising T_p over [L_p, prefill limit]
+    prefill_tokens_per_s: float  # T_p there, per machine
+    decode_batch: float  # n_d maximising T_d over [1, decode limit]
+    decode_tokens_per_s: float  # T_d there, per machine
+    num_batch_points: int  # batches searched, both phases
+
+
+def throughput_peaks(
+    prefill: Throughput, decode: Throughput, limits: Limits, prompt_len: int
+) -> ThroughputPeaks:
+    """The maximisers of T_p over [L_p, prefill limit] and T_d over [1, decode limit]."""
     grid_p = search_grid(prefill, float(prompt_len), limits.prefill.batch)
     grid_d = search_grid(decode, 1.0, limits.decode.batch)
     t_p, t_d = throughput_at(prefill, grid_p), throughput_at(decode, grid_d)
     i_p, i_d = int(np.argmax(t_p)), int(np.argmax(t_d))
+    return ThroughputPeaks(
+        float(grid_p[i_p]), float(t_p[i_p]), float(grid_d[i_d]), float(t_d[i_d]), len(grid_p) + len(grid_d)
+    )
+
+
+def reference_optimum(
+    prefill: Throughput,
+    decode: Throughput,
+    limits: Limits,
+    machines: int,
+    prompt_len: int,
+    output_len: int,
+    peaks: ThroughputPeaks | None = None,
+) -> ReferenceOptimum:
+    """Direct search over x in 1..X-1 and both batch ranges (see the module docstring);
+    ``peaks``, when given, are ``throughput_peaks`` of the same curves, limits and prompt length."""
+    if peaks is None:
+        peaks = throughput_peaks(prefill, decode, limits, prompt_len)
     x = np.arange(1, machines, dtype=np.float64)
-    rates = np.minimum((machines - x) * t_p[i_p] / prompt_len, x * t_d[i_d] / output_len)
+    rates = np.minimum(
+        (machines - x) * peaks.prefill_tokens_per_s / prompt_len, x * peaks.decode_tokens_per_s / output_len
+    )
     k = int(np.argmax(rates))
     rate = float(rates[k])
     return ReferenceOptimum(
         decode_machines=k + 1,
         prefill_machines=machines - k - 1,
-        prefill_batch_tokens=float(grid_p[i_p]),
-        decode_batch=float(grid_d[i_d]),
+        prefill_batch_tokens=peaks.prefill_batch_tokens,
+        decode_batch=peaks.decode_batch,
         prefill_tokens_per_s=rate * prompt_len,
         decode_tokens_per_s=rate * output_len,
         rate_rps=rate,
-        num_points_searched=len(x) * (len(grid_p) + len(grid_d)),
+        num_points_searched=len(x) * peaks.num_batch_points,
     )

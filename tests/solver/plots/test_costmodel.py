@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from solver import plots
 from solver.fit import fit_profile
 from solver.params import CostModelParams, ParamsMetadata
-from solver.plots import (
+from solver.plots import costmodel as plots
+from solver.plots.costmodel import (
     BAR_LOADS,
     BAR_PROMPT_LENS,
     COLLOCATED_COLOUR,
@@ -23,6 +23,7 @@ from solver.plots import (
     plot_decision_heatmap,
     plot_decode_curve,
 )
+from solver.plots.figure import save_png
 from solver.routing.design import AnalyticalCostModel
 from tests.solver.synthetic_profiles import synthetic_profile
 
@@ -76,13 +77,12 @@ def test_plot_all_writes_four_real_non_blank_pngs(tmp_path: Path) -> None:
 def _figures(monkeypatch: pytest.MonkeyPatch, model: AnalyticalCostModel, tmp_path: Path) -> dict[str, Any]:
     """``plot_all``'s matplotlib figures by file name (each still written as a PNG)."""
     figures: dict[str, Any] = {}
-    save = plots._save
 
     def keep(fig: Any, path: Path) -> Path:
         figures[path.name] = fig
-        return save(fig, path)
+        return save_png(fig, path)
 
-    monkeypatch.setattr(plots, "_save", keep)
+    monkeypatch.setattr(plots, "save_png", keep)
     plots.plot_all(model, tmp_path, profile=synthetic_profile(batch_thresh=16.0))
     return figures
 
@@ -175,7 +175,10 @@ def test_plots_work_for_params_without_a_fit_report(tmp_path: Path) -> None:
     assert all(p.read_bytes()[:8] == PNG_MAGIC for p in paths)
 
 
-@pytest.mark.parametrize("module", ["solver.routing.design", "solver.fit", "solver.params"])
+@pytest.mark.parametrize(
+    "module",
+    ["solver.routing.design", "solver.fit", "solver.params", "solver.plan", "solver.plots", "solver.sim"],
+)
 def test_core_modules_do_not_import_matplotlib(module: str) -> None:
     code = f"import sys, {module}; sys.exit('matplotlib' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0

@@ -21,11 +21,12 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from solver.baseline import Baseline, Limits, phase_limits, solve_baseline
-from solver.curves import CapacityInverse, PlanModel, is_clamped
 from solver.errors import InfeasiblePlan
-from solver.reference import ReferenceOptimum, reference_optimum
-from solver.split import Candidate, CandidateTable, concat, cuf_balanced_x, cuf_candidates, tuf_candidates
+from solver.plan.baseline import Baseline, Limits, phase_limits, solve_baseline
+from solver.plan.curves import CapacityInverse, is_clamped
+from solver.plan.model import PlanModel
+from solver.plan.reference import ReferenceOptimum, ThroughputPeaks, reference_optimum, throughput_peaks
+from solver.plan.split import Candidate, CandidateTable, all_candidates, cuf_balanced_x
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -106,8 +107,7 @@ def _check_finite(baseline: Baseline, table: CandidateTable, reference: Referenc
         )
 
 
-def solve_plan(model: PlanModel, machines: int, prompt_len: int, output_len: int) -> Plan:
-    """Baseline, every candidate, the pick and the reference optimum for one workload."""
+def _check_workload(machines: int, prompt_len: int, output_len: int) -> None:
     for name, value, least in (
         ("machines", machines, 2),
         ("prompt_len", prompt_len, 1),
@@ -120,21 +120,52 @@ def solve_plan(model: PlanModel, machines: int, prompt_len: int, output_len: int
                 "no feasible x: a split needs at least 2 machines" if name == "machines" else "must be >= 1"
             )
             raise InfeasiblePlan(f"{name} = {value}: {reason}")
-    machines, prompt_len, output_len = int(machines), int(prompt_len), int(output_len)
-    # an overflow (extreme fits) is reported by _check_finite, not as a numpy warning
+
+
+@dataclass(frozen=True)
+class _PromptContext:
+    """What depends on the prompt length only: computed once per grid row."""
+
+    limits: Limits
+    peaks: ThroughputPeaks
+
+
+def _prompt_context(model: PlanModel, prompt_len: int) -> _PromptContext:
     with np.errstate(over="ignore", invalid="ignore"):
         limits = phase_limits(model, prompt_len)
+        peaks = throughput_peaks(model.prefill.throughput, model.decode.throughput, limits, prompt_len)
+    return _PromptContext(limits, peaks)
+
+
+def solve_plan(model: PlanModel, machines: int, prompt_len: int, output_len: int) -> Plan:
+    """Baseline, every candidate, the pick and the reference optimum for one workload."""
+    _check_workload(machines, prompt_len, output_len)
+    context = _prompt_context(model, int(prompt_len))
+    return _solve(model, int(machines), int(prompt_len), int(output_len), context)
+
+
+def _solve(
+    model: PlanModel, machines: int, prompt_len: int, output_len: int, context: _PromptContext
+) -> Plan:
+    """``solve_plan`` for a checked workload, given its prompt length's limits and peaks."""
+    limits = context.limits
+    # an overflow (extreme fits) is reported by _check_finite, not as a numpy warning
+    with np.errstate(over="ignore", invalid="ignore"):
         baseline = solve_baseline(model, machines, prompt_len, output_len)
-        cuf = cuf_candidates(model, limits, machines, prompt_len, output_len)
-        tuf, roots = tuf_candidates(model, limits, machines, prompt_len, output_len)
-        table = concat([cuf, tuf])
+        table, roots = all_candidates(model, limits, machines, prompt_len, output_len)
         if len(table) == 0:
             raise InfeasiblePlan(
                 "no feasible x: no split delivers a positive request rate (the throughput curves are "
                 "zero at the capacity-limited batches)"
             )
         reference = reference_optimum(
-            model.prefill.throughput, model.decode.throughput, limits, machines, prompt_len, output_len
+            model.prefill.throughput,
+            model.decode.throughput,
+            limits,
+            machines,
+            prompt_len,
+            output_len,
+            context.peaks,
         )
     _check_finite(baseline, table, reference)
     best = table.row(int(np.argmax(table.rate_rps)))
@@ -207,10 +238,21 @@ def solve_grid(
     s_p, s_d, speedup, ref = (np.full(shape, np.nan) for _ in range(4))
     plans: list[list[Plan | None]] = [[None] * shape[1] for _ in range(shape[0])]
     reasons: list[list[str | None]] = [[None] * shape[1] for _ in range(shape[0])]
+    contexts: dict[int, _PromptContext | InfeasiblePlan] = {}
     for i, prompt_len in enumerate(prompt_lens):
         for j, output_len in enumerate(output_lens):
             try:
-                plan = solve_plan(model, machines, prompt_len, output_len)
+                # solve_plan, with the prompt length's limits and peaks computed once per row
+                _check_workload(machines, prompt_len, output_len)
+                if int(prompt_len) not in contexts:
+                    try:
+                        contexts[int(prompt_len)] = _prompt_context(model, int(prompt_len))
+                    except InfeasiblePlan as exc:
+                        contexts[int(prompt_len)] = exc
+                context = contexts[int(prompt_len)]
+                if isinstance(context, InfeasiblePlan):
+                    raise InfeasiblePlan(str(context))
+                plan = _solve(model, int(machines), int(prompt_len), int(output_len), context)
             except InfeasiblePlan as exc:
                 reasons[i][j] = str(exc)
                 continue

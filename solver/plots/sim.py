@@ -1,7 +1,7 @@
 """Figures of a sweep: latency against offered load per policy, and the CDF of end-to-end latency.
 
-matplotlib is imported inside the functions and used through ``Figure`` (Agg rendering, no
-pyplot state), so importing ``solver.sim`` stays light and thread-safe.
+matplotlib is imported inside the functions (``solver.plots.figure``), so importing ``solver.sim``
+stays light.
 """
 
 from __future__ import annotations
@@ -13,11 +13,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from solver.errors import InvalidSimConfig
+from solver.plots.figure import new_figure, save_png
 from solver.sim.report import LatencyStats, PolicyMetrics
 
 if TYPE_CHECKING:
-    from matplotlib.figure import Figure
-
     from solver.sim.sweep import SweepResult
 
 _PANELS = (("e2e_ms", "end-to-end latency (ms)"), ("ttft_ms", "TTFT (ms)"), ("tpot_ms", "TPOT (ms)"))
@@ -31,9 +30,7 @@ def _stat(m: PolicyMetrics, field: str, which: str) -> float:
 
 def plot_latency_vs_load(result: SweepResult, path: str | os.PathLike[str]) -> Path:
     """p50 (solid) and p99 (dashed) of e2e latency, TTFT and TPOT against offered load; a PNG."""
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(15, 4.5), layout="constrained")
+    fig = new_figure(15, 4.5)
     axes = fig.subplots(1, len(_PANELS))
     for policy in result.policies:
         rows = sorted((m for m in result.metrics if m.policy == policy), key=lambda m: m.offered_rate)
@@ -57,18 +54,16 @@ def plot_latency_vs_load(result: SweepResult, path: str | os.PathLike[str]) -> P
         ax.grid(True, which="both", alpha=0.3)
     axes[0].legend(fontsize="small")
     fig.suptitle("latency vs offered load (solid p50, dashed p99)")
-    return _save(fig, path)
+    return save_png(fig, path)
 
 
 def plot_e2e_cdf(result: SweepResult, rate: float, path: str | os.PathLike[str]) -> Path:
     """Empirical CDF of end-to-end latency per policy at the swept load nearest ``rate``."""
-    from matplotlib.figure import Figure
-
     rates = result.rates
     if not rates:
         raise InvalidSimConfig("no load to plot")
     nearest = min(rates, key=lambda r: abs(r - rate))
-    fig = Figure(figsize=(7, 4.5), layout="constrained")
+    fig = new_figure(7, 4.5)
     ax = fig.subplots()
     for policy in result.policies:
         values = np.sort(result.e2e_ms[(policy, nearest)])
@@ -79,11 +74,4 @@ def plot_e2e_cdf(result: SweepResult, rate: float, path: str | os.PathLike[str])
     ax.set_title(f"CDF of end-to-end latency at {nearest:g} requests/s")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize="small")
-    return _save(fig, path)
-
-
-def _save(fig: Figure, path: str | os.PathLike[str]) -> Path:
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(p, dpi=110)
-    return p
+    return save_png(fig, path)

@@ -1,7 +1,7 @@
-"""CUF and TUF candidates (solver/split.py): closed-form instances, a per-x loop reference and
+"""CUF and TUF candidates (solver/plan/split.py): closed-form instances, a per-x loop reference and
 invariants over random curve sets.
 
-Closed-form instance A (tests/solver/curve_factory.py defaults): C = 100 GB, C_w = 20 GB,
+Closed-form instance A (tests/solver/plan/curve_factory.py defaults): C = 100 GB, C_w = 20 GB,
 C_p(B) = 20 + 0.01*B, C_d(n) = 20 + n, so the limits are B_p = 8000 tokens and n_d = 80; T_p = 5000
 tokens/s flat, T_d(n) = 400 + 10*n. With X = 10, L_p = 100, L_d = 50:
   CUF rate(x) = min(50*(10 - x), 24*x)                 -> x = 7: min(150, 168) = 150, CUF-P
@@ -12,17 +12,26 @@ tokens/s flat, T_d(n) = 400 + 10*n. With X = 10, L_p = 100, L_d = 50:
 
 from __future__ import annotations
 
+from dataclasses import fields
 from typing import Any
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 
-from solver.baseline import phase_limits
-from solver.curves import PlanModel, build_model, throughput_at
-from solver.split import CandidateTable, cuf_balanced_x, cuf_candidates, tuf_candidates
-from tests.solver.curve_factory import make_curve_set
-from tests.solver.plan_strategies import planner_cases
+from solver.plan.baseline import phase_limits
+from solver.plan.curves import throughput_at
+from solver.plan.model import PlanModel, build_model
+from solver.plan.split import (
+    CandidateTable,
+    all_candidates,
+    concat,
+    cuf_balanced_x,
+    cuf_candidates,
+    tuf_candidates,
+)
+from tests.solver.plan.curve_factory import make_curve_set
+from tests.solver.plan.plan_strategies import planner_cases
 
 X, LP, LD = 10, 100, 50
 
@@ -172,3 +181,18 @@ def test_cuf_rows_are_flow_balanced_and_tuf_rows_neighbour_their_root(
     assert np.all(cuf.rate_residual == 0.0)
     assert np.all(np.abs(tuf.decode_machines - tuf.x_continuous) < 1.0 + 1e-9)
     assert np.all(np.isnan(cuf.x_continuous))
+
+
+@settings(max_examples=60, deadline=None)
+@given(case=planner_cases())
+def test_all_candidates_in_one_pass_equal_cuf_then_tuf(case: tuple[PlanModel, int, int, int]) -> None:
+    model, machines, prompt_len, output_len = case
+    limits = phase_limits(model, prompt_len)
+    table, roots = all_candidates(model, limits, machines, prompt_len, output_len)
+    tuf, tuf_roots = tuf_candidates(model, limits, machines, prompt_len, output_len)
+    apart = concat([cuf_candidates(model, limits, machines, prompt_len, output_len), tuf])
+    assert roots == tuf_roots
+    assert table.policy == apart.policy
+    for f in fields(CandidateTable):
+        if f.name != "policy":  # bit for bit, NaN where NaN
+            np.testing.assert_array_equal(getattr(table, f.name), getattr(apart, f.name), err_msg=f.name)

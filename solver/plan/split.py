@@ -17,23 +17,25 @@ weights of one machine. Batches are continuous; machine counts are integers.
   residuals are recorded.
 
 Every candidate's batches lie within [one request, capacity limit], so the reference optimum
-(``solver.reference``), which searches x and both batches over the same ranges, bounds it above.
+(``solver.plan.reference``), which searches x and both batches over the same ranges, bounds it above.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
 
-from solver.baseline import Limits
-from solver.curves import PlanModel, throughput_at
+from solver.plan.baseline import Limits
+from solver.plan.curves import throughput_at
+from solver.plan.model import PlanModel
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
 BISECTION_STEPS = 30  # brackets are at most one machine wide: about 1e-9 machines of precision
 
 
@@ -108,35 +110,37 @@ def _residual(a: FloatArray, b: FloatArray) -> FloatArray:
     return _ratio(a - b, np.maximum(a, b))
 
 
-def _table(
-    model: PlanModel,
-    limits: Limits,
-    sizes: tuple[int, int, int],
-    x: IntArray,
-    b_p: FloatArray,
-    n_d: FloatArray,
-    tuf_labels: tuple[str, ...] | None,
-    x_cont: FloatArray,
-) -> CandidateTable:
-    """Rows at decode machines ``x`` with batches ``b_p``/``n_d``: TUF rows run both sides at
-    alpha = 1 (``tuf_labels`` names them); CUF rows (``tuf_labels`` None) throttle the faster
-    side. Rows with a zero request rate are dropped."""
+class _Rows(NamedTuple):
+    """Candidate rows before evaluation: decode machines, batches, and the TUF label (None: CUF)."""
+
+    x: IntArray
+    b_p: FloatArray
+    n_d: FloatArray
+    tuf_labels: tuple[str | None, ...]
+    is_tuf: BoolArray  # the rows with a TUF label
+    x_cont: FloatArray
+
+
+def _table(model: PlanModel, limits: Limits, sizes: tuple[int, int, int], rows: _Rows) -> CandidateTable:
+    """Evaluate ``rows``: TUF rows (labelled) run both sides at alpha = 1; CUF rows (label None)
+    throttle the faster side. Rows with a zero request rate are dropped. Every figure is
+    elementwise, so evaluating CUF and TUF rows together gives the same values as apart."""
     machines, prompt_len, output_len = sizes
+    x, b_p, n_d = rows.x, rows.b_p, rows.n_d
+    is_tuf = rows.is_tuf
     xf = x.astype(np.float64)
     t_p = throughput_at(model.prefill.throughput, b_p)
     t_d = throughput_at(model.decode.throughput, n_d)
     a_p = (machines - xf) * t_p / prompt_len  # requests/s the prefill pool can start
     a_d = xf * t_d / output_len  # requests/s the decode pool can finish
     rate = np.minimum(a_p, a_d)
-    if tuf_labels is None:
-        alpha_p = np.where(a_p > 0, _ratio(rate, a_p), 1.0)
-        alpha_d = np.where(a_d > 0, _ratio(rate, a_d), 1.0)
-        policy = tuple(np.where(a_p <= a_d, "CUF-P", "CUF-D").tolist())
-        served_p = served_d = rate  # alpha*a, without the rounding of multiplying back
-    else:
-        alpha_p = alpha_d = np.ones_like(xf)
-        policy = tuf_labels
-        served_p, served_d = a_p, a_d
+    # CUF: the faster side idles to the slower side's rate; TUF: both sides saturated
+    alpha_p = np.where(is_tuf, 1.0, np.where(a_p > 0, _ratio(rate, a_p), 1.0))
+    alpha_d = np.where(is_tuf, 1.0, np.where(a_d > 0, _ratio(rate, a_d), 1.0))
+    cuf_policy = np.where(a_p <= a_d, "CUF-P", "CUF-D").tolist()
+    policy = tuple(c if t is None else t for c, t in zip(cuf_policy, rows.tuf_labels, strict=True))
+    # CUF serves alpha*a = rate, taken as is (without the rounding of multiplying back)
+    served_p, served_d = np.where(is_tuf, a_p, rate), np.where(is_tuf, a_d, rate)
     n_p = b_p / prompt_len
     table = CandidateTable(
         policy=policy,
@@ -156,22 +160,24 @@ def _table(
         prefill_tokens_per_s=served_p * prompt_len,  # P_s = alpha_p*(X - x)*T_p
         decode_tokens_per_s=served_d * output_len,  # D_s = alpha_d*x*T_d
         rate_rps=rate,
-        x_continuous=x_cont,
+        x_continuous=rows.x_cont,
     )
     # a row whose slower side delivers nothing (zero throughput at its batch) is not a split
     return table if np.all(rate > 0.0) else take(table, np.nonzero(rate > 0.0)[0])
+
+
+def _cuf_rows(limits: Limits, machines: int) -> _Rows:
+    x = np.arange(1, machines, dtype=np.int64)
+    b_p = np.full(len(x), limits.prefill.batch)
+    n_d = np.full(len(x), limits.decode.batch)
+    return _Rows(x, b_p, n_d, (None,) * len(x), np.zeros(len(x), dtype=bool), np.full(len(x), np.nan))
 
 
 def cuf_candidates(
     model: PlanModel, limits: Limits, machines: int, prompt_len: int, output_len: int
 ) -> CandidateTable:
     """One CUF row per x in 1..X-1 (with a positive rate), both batches at their capacity limits."""
-    x = np.arange(1, machines, dtype=np.int64)
-    b_p = np.full(len(x), limits.prefill.batch)
-    n_d = np.full(len(x), limits.decode.batch)
-    return _table(
-        model, limits, (machines, prompt_len, output_len), x, b_p, n_d, None, np.full(len(x), np.nan)
-    )
+    return _table(model, limits, (machines, prompt_len, output_len), _cuf_rows(limits, machines))
 
 
 def _roots(residual: Callable[[FloatArray], FloatArray], lo: float, hi: float) -> FloatArray:
@@ -183,6 +189,8 @@ def _roots(residual: Callable[[FloatArray], FloatArray], lo: float, hi: float) -
     rs = residual(xs)
     exact = xs[rs == 0.0]
     brackets = np.nonzero(rs[:-1] * rs[1:] < 0.0)[0]
+    if len(brackets) == 0 and len(exact) == 0:  # the common case: no root on this range
+        return np.empty(0)
     left, right = xs[brackets], xs[brackets + 1]
     sign_left = np.sign(rs[brackets])
     for _ in range(BISECTION_STEPS if len(brackets) else 0):
@@ -192,10 +200,9 @@ def _roots(residual: Callable[[FloatArray], FloatArray], lo: float, hi: float) -
     return np.unique(np.concatenate((exact, 0.5 * (left + right))))
 
 
-def tuf_candidates(
+def _tuf_rows(
     model: PlanModel, limits: Limits, machines: int, prompt_len: int, output_len: int
-) -> tuple[CandidateTable, tuple[tuple[str, float], ...]]:
-    """TUF-P and TUF-D rows at the integers next to each continuous root, and the roots."""
+) -> tuple[_Rows, tuple[tuple[str, float], ...]]:
     big_x = float(machines)
     cap_p, cap_d = limits.prefill.batch, limits.decode.batch
     m = cap_p / prompt_len  # n_p at the prefill limit
@@ -222,10 +229,14 @@ def tuf_candidates(
         "TUF-D": (big_x / (cap_d + 1.0), big_x * m / (cap_d + m), residual_d),
     }
     found: list[tuple[str, float]] = []
-    labels: list[str] = []
-    columns: list[tuple[IntArray, FloatArray, FloatArray, FloatArray]] = []
+    labels: list[str | None] = []
+    columns: list[tuple[IntArray, FloatArray, FloatArray, FloatArray]] = [
+        (np.empty(0, dtype=np.int64), np.empty(0), np.empty(0), np.empty(0))
+    ]
     for label, (lo, hi, residual) in ranges.items():
         roots = _roots(residual, max(lo, 1.0), min(hi, big_x - 1.0))
+        if len(roots) == 0:
+            continue
         found.extend((label, float(r)) for r in roots)
         near = np.concatenate((np.floor(roots), np.ceil(roots)))
         xs, first = np.unique(np.clip(near, 1, machines - 1).astype(np.int64), return_index=True)
@@ -238,8 +249,33 @@ def tuf_candidates(
         labels.extend([label] * len(xs))
         columns.append((xs, b_p, n_d, x_cont))
     xs, b_p, n_d, x_cont = (np.concatenate(parts) for parts in zip(*columns, strict=True))
-    sizes = (machines, prompt_len, output_len)
-    return _table(model, limits, sizes, xs, b_p, n_d, tuple(labels), x_cont), tuple(found)
+    return _Rows(xs, b_p, n_d, tuple(labels), np.ones(len(xs), dtype=bool), x_cont), tuple(found)
+
+
+def tuf_candidates(
+    model: PlanModel, limits: Limits, machines: int, prompt_len: int, output_len: int
+) -> tuple[CandidateTable, tuple[tuple[str, float], ...]]:
+    """TUF-P and TUF-D rows at the integers next to each continuous root, and the roots."""
+    rows, roots = _tuf_rows(model, limits, machines, prompt_len, output_len)
+    return _table(model, limits, (machines, prompt_len, output_len), rows), roots
+
+
+def all_candidates(
+    model: PlanModel, limits: Limits, machines: int, prompt_len: int, output_len: int
+) -> tuple[CandidateTable, tuple[tuple[str, float], ...]]:
+    """Every CUF row, then every TUF row (``concat`` of ``cuf_candidates`` and
+    ``tuf_candidates``, equal to it value for value), evaluated in one pass; and the TUF roots."""
+    cuf = _cuf_rows(limits, machines)
+    tuf, roots = _tuf_rows(model, limits, machines, prompt_len, output_len)
+    rows = _Rows(
+        np.concatenate((cuf.x, tuf.x)),
+        np.concatenate((cuf.b_p, tuf.b_p)),
+        np.concatenate((cuf.n_d, tuf.n_d)),
+        cuf.tuf_labels + tuf.tuf_labels,
+        np.concatenate((cuf.is_tuf, tuf.is_tuf)),
+        np.concatenate((cuf.x_cont, tuf.x_cont)),
+    )
+    return _table(model, limits, (machines, prompt_len, output_len), rows), roots
 
 
 def take(table: CandidateTable, rows: IntArray) -> CandidateTable:

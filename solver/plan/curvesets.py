@@ -26,6 +26,7 @@ point is the tokens/s one machine delivers at batch B. Validation is complete be
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from collections.abc import Mapping, Sequence
@@ -254,14 +255,20 @@ def load_curve_set(path: str | Path) -> CurveSet:
         raise InvalidCurves(f"{path}: {exc}") from exc
 
 
+@functools.cache
 def builtin_curve_set_names() -> tuple[str, ...]:
-    """Names of the curve sets shipped in ``solver/data/curves``."""
+    """Names of the curve sets shipped in ``solver/data/curves`` (listed once per process)."""
     folder = resources.files("solver") / "data" / "curves"
     return tuple(sorted(p.name[: -len(".json")] for p in folder.iterdir() if p.name.endswith(".json")))
 
 
+@functools.cache
 def load_builtin_curve_set(name: str) -> CurveSet:
-    """Load a built-in curve set by name (raises ``InvalidCurves`` for an unknown name)."""
+    """Load a built-in curve set by name, read and validated once per process.
+
+    Raises ``InvalidCurves`` for an unknown name (an error is never cached, so the cache holds
+    the shipped sets only). The set is frozen: every caller may share it.
+    """
     names = builtin_curve_set_names()
     if name not in names:
         raise InvalidCurves(f"curves: unknown built-in curve set {name!r} (built in: {', '.join(names)})")

@@ -1,4 +1,4 @@
-"""JSON forms of planner results (solver/plan_report.py)."""
+"""JSON forms of planner results (solver/plan/report.py)."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from solver.curves import build_model
-from solver.plan import solve_grid, solve_plan
-from solver.plan_report import grid_to_dict, model_parameters, plan_to_dict, summary_indices
-from tests.solver.curve_factory import make_curve_set
+from solver.plan.model import build_model
+from solver.plan.plan import solve_grid, solve_plan
+from solver.plan.report import grid_to_dict, model_parameters, plan_to_dict, summary_indices
+from tests.solver.plan.curve_factory import make_curve_set
 
 
 def test_plan_dict_is_strict_json_with_the_summary() -> None:

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from solver.curves import build_model
-from solver.curveset import load_builtin_curve_set
-from solver.plan import solve_plan
+from solver.plan.curvesets import load_builtin_curve_set
+from solver.plan.model import build_model
+from solver.plan.plan import solve_plan
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 SPLITWISE_CSV = REPO.parent / "shared" / "data" / "splitwise" / "perf_model.csv"
 SCRIPT = REPO / "scripts" / "derive_splitwise_curves.py"
 CURVES_DIR = REPO / "solver" / "data" / "curves"

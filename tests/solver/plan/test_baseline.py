@@ -1,6 +1,6 @@
-"""The co-located baseline and the per-machine limits (solver/baseline.py).
+"""The co-located baseline and the per-machine limits (solver/plan/baseline.py).
 
-Instance A (tests/solver/curve_factory.py defaults): C_p(n*L_p) + C_d(n) - C_w = C reads
+Instance A (tests/solver/plan/curve_factory.py defaults): C_p(n*L_p) + C_d(n) - C_w = C reads
 20 + 0.01*L_p*n + n = 100, so n = 80 / (1 + 0.01*L_p); with L_p = 100, L_d = 50: n = 40,
 T_p = 5000 -> a_p = 50, T_d(40) = 800 -> a_d = 16, alpha = 16/66 and R_u = X*50*16/66.
 """
@@ -10,11 +10,12 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 
-from solver.baseline import phase_limits, solve_baseline
-from solver.curves import PlanModel, build_model, throughput_at
 from solver.errors import InfeasiblePlan
-from tests.solver.curve_factory import make_curve_set
-from tests.solver.plan_strategies import planner_cases
+from solver.plan.baseline import phase_limits, solve_baseline
+from solver.plan.curves import throughput_at
+from solver.plan.model import PlanModel, build_model
+from tests.solver.plan.curve_factory import make_curve_set
+from tests.solver.plan.plan_strategies import planner_cases
 
 
 def test_baseline_closed_form() -> None:

@@ -1,4 +1,4 @@
-"""Fits, clamped interpolation and capacity inverses (solver/curves.py)."""
+"""Fits, clamped interpolation and capacity inverses (solver/plan/curves.py)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from solver.curves import (
-    PiecewiseLinear,
+from solver.errors import InfeasiblePlan, InvalidCurves
+from solver.plan.curves import (
     QuadraticFit,
-    build_model,
     fit_quadratic,
     invert_capacity,
     invert_quadratic,
@@ -20,8 +19,8 @@ from solver.curves import (
     piecewise_from,
     throughput_at,
 )
-from solver.errors import InfeasiblePlan, InvalidCurves
-from tests.solver.curve_factory import make_curve_set, series
+from solver.plan.model import build_model
+from tests.solver.plan.curve_factory import make_curve_set, series
 
 
 def test_quadratic_fit_recovers_exact_coefficients() -> None:
@@ -155,31 +154,3 @@ def test_inverse_never_exceeds_memory_on_its_interval(c0: float, c1: float, c2: 
         assert inv.batch <= hi
     else:
         assert inv.batch == hi and inv.boundary == "upper"
-
-
-def test_build_model_shifts_capacity_by_the_weights_override() -> None:
-    curves = make_curve_set()
-    model = build_model(curves, "piecewise", weights_gb=30.0)
-    assert model.prefill.capacity.c0 == pytest.approx(30.0)
-    assert model.decode.capacity.c0 == pytest.approx(30.0)
-    assert model.weights_gb == 30.0 and model.memory_gb == 100.0
-    assert isinstance(model.prefill.throughput, PiecewiseLinear)
-    assert isinstance(build_model(curves, "quadratic").decode.throughput, QuadraticFit)
-
-
-def test_build_model_rejects_weights_larger_than_memory() -> None:
-    with pytest.raises(InfeasiblePlan, match=r"weights .* larger than machine memory"):
-        build_model(make_curve_set(), memory_gb=25.0, weights_gb=30.0)
-
-
-def test_build_model_rejects_an_unknown_fit() -> None:
-    with pytest.raises(InvalidCurves, match="throughput_fit"):
-        build_model(make_curve_set(), "cubic")  # type: ignore[arg-type]
-
-
-def test_model_to_dict_lists_coefficients_and_ranges() -> None:
-    d = build_model(make_curve_set()).to_dict()
-    assert d["prefill"]["capacity"]["kind"] == "quadratic"
-    assert d["prefill"]["capacity"]["c1"] == pytest.approx(0.01)
-    assert d["decode"]["throughput"]["kind"] == "piecewise"
-    assert d["decode"]["throughput"]["observed_range"] == [1.0, 100.0]

@@ -14,6 +14,7 @@ From the design document:
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -21,8 +22,8 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from solver.curveset import CurveSet, PhaseCurves, Series
 from solver.errors import InfeasiblePlan, InvalidCurves
+from solver.plan.curvesets import Series
 
 FloatArray = npt.NDArray[np.float64]
 ThroughputFitKind = Literal["piecewise", "quadratic"]
@@ -108,9 +109,15 @@ class PiecewiseLinear:
     def observed_max(self) -> float:
         return self.batches[-1]
 
+    @functools.cached_property
+    def _points(self) -> tuple[FloatArray, FloatArray]:
+        # converted once: np.interp would otherwise convert both tuples on every call
+        return np.asarray(self.batches, dtype=np.float64), np.asarray(self.values, dtype=np.float64)
+
     def __call__(self, batch: npt.ArrayLike) -> FloatArray:
         # np.interp returns values[0] / values[-1] outside the range: exactly the endpoint clamp.
-        return np.interp(np.asarray(batch, dtype=np.float64), self.batches, self.values)
+        xp, fp = self._points
+        return np.interp(np.asarray(batch, dtype=np.float64), xp, fp)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -196,82 +203,3 @@ def invert_quadratic(
 def invert_capacity(fit: QuadraticFit, memory_gb: float, lo: float, hi: float, what: str) -> CapacityInverse:
     """C^-1(memory_gb) of a fitted capacity curve over the batch domain [lo, hi]."""
     return invert_quadratic(fit.c0, fit.c1, fit.c2, memory_gb, lo, hi, what)
-
-
-@dataclass(frozen=True)
-class PhaseModel:
-    """One phase's fitted capacity (GB, weights included) and throughput (tokens/s)."""
-
-    capacity: QuadraticFit
-    throughput: Throughput
-    max_batch: float  # search-domain upper bound
-
-
-@dataclass(frozen=True)
-class PlanModel:
-    """Both phases fitted, with the machine's memory and weights (GB) in force."""
-
-    name: str
-    prefill: PhaseModel
-    decode: PhaseModel
-    memory_gb: float
-    weights_gb: float
-    throughput_fit: ThroughputFitKind
-
-    def to_dict(self) -> dict[str, Any]:
-        phases = {
-            name: {
-                "capacity": phase.capacity.to_dict(),
-                "throughput": phase.throughput.to_dict(),
-                "max_batch": phase.max_batch,
-            }
-            for name, phase in (("prefill", self.prefill), ("decode", self.decode))
-        }
-        return {
-            "curves": self.name,
-            "memory_gb": self.memory_gb,
-            "weights_gb": self.weights_gb,
-            "throughput_fit": self.throughput_fit,
-            **phases,
-        }
-
-
-def _fit_phase(name: str, phase: PhaseCurves, kind: ThroughputFitKind, weights_shift_gb: float) -> PhaseModel:
-    throughput: Throughput = (
-        piecewise_from(phase.throughput)
-        if kind == "piecewise"
-        else fit_quadratic(phase.throughput, f"{name}.throughput")
-    )
-    capacity = fit_quadratic(phase.capacity, f"{name}.capacity").shifted(weights_shift_gb)
-    return PhaseModel(capacity, throughput, phase.domain_max())
-
-
-def build_model(
-    curves: CurveSet,
-    throughput_fit: ThroughputFitKind = "piecewise",
-    memory_gb: float | None = None,
-    weights_gb: float | None = None,
-) -> PlanModel:
-    """Fit ``curves``; ``memory_gb``/``weights_gb`` override the set's figures.
-
-    A weights override moves both capacity fits by (weights_gb - curves.weights_gb): the curves'
-    points include the set's own weights, and only that part changes.
-    """
-    if throughput_fit not in THROUGHPUT_FITS:
-        raise InvalidCurves(f"throughput_fit: must be one of {THROUGHPUT_FITS}, got {throughput_fit!r}")
-    memory = curves.memory_gb if memory_gb is None else memory_gb
-    weights = curves.weights_gb if weights_gb is None else weights_gb
-    for key, value in (("memory_gb", memory), ("weights_gb", weights)):
-        if not math.isfinite(value) or value <= 0:
-            raise InvalidCurves(f"{key}: must be a finite number > 0, got {value!r}")
-    if weights >= memory:
-        raise InfeasiblePlan(f"weights ({weights:g} GB) are larger than machine memory ({memory:g} GB)")
-    shift = weights - curves.weights_gb
-    return PlanModel(
-        name=curves.name,
-        prefill=_fit_phase("prefill", curves.prefill, throughput_fit, shift),
-        decode=_fit_phase("decode", curves.decode, throughput_fit, shift),
-        memory_gb=memory,
-        weights_gb=weights,
-        throughput_fit=throughput_fit,
-    )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from solver.curveset import CurveSet, PhaseCurves, Series
+from solver.plan.curvesets import CurveSet, PhaseCurves, Series
 
 
 def series(label: str, points: Sequence[tuple[float, float]]) -> Series:
@@ -26,7 +26,7 @@ def make_curve_set(
     name: str = "test-linear",
 ) -> CurveSet:
     """Linear capacity C(B) = weights + slope*B sampled at the given batches, and the given
-    throughput points. The defaults are the closed-form instance of tests/solver/test_split.py."""
+    throughput points. The defaults are the closed-form instance of tests/solver/plan/test_split.py."""
     prefill_cap = [(b, weights_gb + prefill_gb_per_token * b) for b in prefill_capacity_batches]
     decode_cap = [(b, weights_gb + decode_gb_per_request * b) for b in decode_capacity_batches]
     return CurveSet(

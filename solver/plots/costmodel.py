@@ -4,9 +4,8 @@
     plot_all(AnalyticalCostModel(load_params("params.json")), "plots/", profile=profile)
 
 or ``pdroute plot params.json --profile profile.json -o plots/``. matplotlib is imported inside
-the functions only, so importing ``solver`` (and running the service) never needs it. Figures
-are built on ``matplotlib.figure.Figure`` with an Agg canvas: no global pyplot state, safe to
-call from several threads. Each is titled with the model, the hardware and the params_id.
+the functions only (``solver.plots.figure``), so importing ``solver`` (and running the service)
+never needs it. Each figure is titled with the model, the hardware and the params_id.
 
 1. ``decision_heatmap.png``: the routing decision over prompt_len (x, log) by system_load (y);
    collocated red, disaggregated green; computed with the vectorised ``route_many``.
@@ -27,9 +26,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from solver.plots.figure import new_figure, save_png
+
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
-    from matplotlib.figure import Figure
 
     from solver.profile_result import ProfileResult
     from solver.routing.design import AnalyticalCostModel
@@ -38,16 +38,6 @@ COLLOCATED_COLOUR = "#d62728"  # red
 DISAGGREGATED_COLOUR = "#2ca02c"  # green
 BAR_PROMPT_LENS = (128, 256, 512, 1024, 2048, 4096, 8192)
 BAR_LOADS = (0, 8)
-DPI = 110
-
-
-def _figure(width_in: float, height_in: float) -> Figure:
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(width_in, height_in), dpi=DPI, layout="constrained")
-    FigureCanvasAgg(fig)
-    return fig
 
 
 def _plain_log2_x(ax: Axes) -> None:
@@ -61,12 +51,6 @@ def _plain_log2_x(ax: Axes) -> None:
 def _title(model: AnalyticalCostModel, what: str) -> str:
     meta = model.params.metadata
     return f"{what}\n{meta.model} on {meta.hardware} · params {model.params.params_id}"
-
-
-def _save(fig: Figure, path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, format="png")
-    return path
 
 
 def _is_lower_bound(model: AnalyticalCostModel) -> bool:
@@ -86,7 +70,7 @@ def plot_decision_heatmap(
     prompt_lens = np.unique(np.round(np.geomspace(16, 16384, 160)))
     loads = np.arange(0, load_max + 1, dtype=np.float64)
     batch = model.route_many(prompt_lens[None, :], output_len, loads[:, None], 1, chunk_size)
-    fig = _figure(8.0, 5.2)
+    fig = new_figure(8.0, 5.2)
     ax = fig.add_subplot()
     cmap = ListedColormap([COLLOCATED_COLOUR, DISAGGREGATED_COLOUR])
     ax.pcolormesh(
@@ -113,7 +97,7 @@ def plot_decision_heatmap(
         )
     ax.legend(handles=handles, loc="upper left", framealpha=0.9)
     ax.set_title(_title(model, f"Routing decision (output_len {output_len}, chunk {chunk_size})"))
-    return _save(fig, Path(path))
+    return save_png(fig, path)
 
 
 def _bar_panel(ax: Axes, model: AnalyticalCostModel, load: int, output_len: int, chunk_size: int) -> None:
@@ -148,12 +132,12 @@ def plot_latency_bars(
     model: AnalyticalCostModel, path: str | os.PathLike[str], output_len: int = 50, chunk_size: int = 256
 ) -> Path:
     """Figure 2: both paths' predicted latency by prompt_len, at loads 0 and 8, marked C or D."""
-    fig = _figure(11.0, 4.8)
+    fig = new_figure(11.0, 4.8)
     axes = fig.subplots(1, len(BAR_LOADS))
     for ax, load in zip(axes, BAR_LOADS, strict=True):
         _bar_panel(ax, model, load, output_len, chunk_size)
     fig.suptitle(_title(model, f"Collocated (C) vs disaggregated (D), output_len {output_len}"))
-    return _save(fig, Path(path))
+    return save_png(fig, path)
 
 
 def plot_transfer_vs_interference(model: AnalyticalCostModel, path: str | os.PathLike[str]) -> Path:
@@ -162,7 +146,7 @@ def plot_transfer_vs_interference(model: AnalyticalCostModel, path: str | os.Pat
     lens = np.linspace(0, 8192, 257)
     transfer = lens * p.transfer_rate_ms_per_token
     full = p.gamma * lens
-    fig = _figure(8.0, 5.2)
+    fig = new_figure(8.0, 5.2)
     ax = fig.add_subplot()
     ax.fill_between(
         lens,
@@ -209,7 +193,7 @@ def plot_transfer_vs_interference(model: AnalyticalCostModel, path: str | os.Pat
     )
     ax.legend(loc="center left", fontsize=8)
     ax.set_title(_title(model, "KV transfer vs prefill interference"))
-    return _save(fig, Path(path))
+    return save_png(fig, path)
 
 
 def plot_decode_curve(
@@ -220,7 +204,7 @@ def plot_decode_curve(
     measured_max = max((b for _, b in profile.T_decode), default=1) if profile is not None else 1
     b_max = max(64.0, 2.0 * p.batch_thresh, float(measured_max))
     batches = np.geomspace(1.0, b_max, 200)
-    fig = _figure(8.0, 5.2)
+    fig = new_figure(8.0, 5.2)
     ax = fig.add_subplot()
     if profile is not None:
         markers = "osD^v<>ph*"
@@ -244,7 +228,7 @@ def plot_decode_curve(
     ax.set_ylim(bottom=0)
     ax.legend(loc="upper left", fontsize=8)
     ax.set_title(_title(model, "Decode step vs batch"))
-    return _save(fig, Path(path))
+    return save_png(fig, path)
 
 
 def plot_all(

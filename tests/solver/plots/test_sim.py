@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from solver.plots.sim import plot_e2e_cdf, plot_latency_vs_load
 from solver.sim import SweepResult
-from solver.sim.plots import plot_e2e_cdf, plot_latency_vs_load
-from tests.solver.sim.png import assert_real_png
+from tests.solver.plots.png import assert_real_png
 
 
 def test_plots_are_real_pngs(sweep: SweepResult, tmp_path: Path) -> None:

@@ -1,8 +1,8 @@
-"""Planner figures as PNG files (matplotlib, Agg canvas, no pyplot; imported inside functions).
+"""Planner figures as PNG files (matplotlib imported inside the functions, ``solver.plots.figure``).
 
 * ``plot_speedup_heatmap``: S_p or S_d over prompt length (rows) x output length (columns),
   coloured around 1 (split wins above, co-located wins below), infeasible cells grey;
-* ``plot_policy_map``: the winning policy label per cell;
+* ``plot_policy_map``: the winning policy label per cell, lettered with the recommendation;
 * ``plot_curve_fits``: a curve set's points with the fitted capacity and throughput functions,
   the memory line and the capacity limits, for checking the fits by eye.
 
@@ -19,35 +19,20 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
-from solver.curves import PlanModel, build_model, throughput_at
-from solver.curveset import CurveSet
-from solver.plan import PlanGrid
+from solver.plan.curves import throughput_at
+from solver.plan.curvesets import CurveSet
+from solver.plan.model import PlanModel, build_model
+from solver.plan.plan import PlanGrid
+from solver.plan.recommend import recommend
+from solver.plots.figure import new_figure, save_png
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
-    from matplotlib.figure import Figure
 
 POLICIES = ("CUF-P", "CUF-D", "TUF-P", "TUF-D")
 POLICY_COLOURS = ("#1f77b4", "#aec7e8", "#d62728", "#ff9896", "#bbbbbb")  # last: infeasible
-DPI = 110
 ANNOTATE_MAX_CELLS = 144
-
-
-def _figure(width_in: float, height_in: float, *, constrained: bool = True) -> Figure:
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    # constrained layout measures every tick label; the 2x2 log-axis figure sets margins by hand
-    fig = Figure(figsize=(width_in, height_in), dpi=DPI, layout="constrained" if constrained else None)
-    FigureCanvasAgg(fig)
-    return fig
-
-
-def _save(fig: Figure, path: str | os.PathLike[str]) -> Path:
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, format="png")
-    return out
+RECOMMENDATION_LETTERS = {"pick": "P", "reference": "R", "baseline": "C"}
 
 
 def _grid_axes(ax: Axes, grid: PlanGrid) -> None:
@@ -66,7 +51,7 @@ def plot_speedup_heatmap(
     finite = values[np.isfinite(values)]
     low = float(min(finite.min(), 0.999)) if finite.size else 0.5
     high = float(max(finite.max(), 1.001)) if finite.size else 1.5
-    fig = _figure(8.0, 6.5)
+    fig = new_figure(8.0, 6.5)
     ax = fig.add_subplot()
     ax.set_facecolor("#bbbbbb")  # NaN cells (infeasible) show the background
     image = ax.imshow(
@@ -83,19 +68,21 @@ def plot_speedup_heatmap(
                 ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=7)
     _grid_axes(ax, grid)
     ax.set_title(f"{what}: {title} (X = {grid.machines}; grey = infeasible)")
-    return _save(fig, path)
+    return save_png(fig, path)
 
 
 def plot_policy_map(grid: PlanGrid, title: str, path: str | os.PathLike[str]) -> Path:
-    """The winning policy per cell, one colour per label."""
+    """The winning policy per cell, one colour per label, and the recommendation as a letter
+    (``RECOMMENDATION_LETTERS``: P deploy the pick, R the reference optimum, C stay co-located)."""
     from matplotlib.colors import ListedColormap
+    from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
     codes = np.array(
         [[len(POLICIES) if p is None else POLICIES.index(p) for p in row] for row in grid.policy],
         dtype=np.float64,
     )
-    fig = _figure(8.0, 6.5)
+    fig = new_figure(8.0, 6.5)
     ax = fig.add_subplot()
     ax.imshow(
         codes,
@@ -105,16 +92,25 @@ def plot_policy_map(grid: PlanGrid, title: str, path: str | os.PathLike[str]) ->
         origin="lower",
         aspect="auto",
     )
+    fontsize = 7 if codes.size <= ANNOTATE_MAX_CELLS else 5
+    for (i, j), plan in np.ndenumerate(np.array(grid.plans, dtype=object)):
+        if plan is not None:
+            letter = RECOMMENDATION_LETTERS[recommend(plan).source]
+            ax.text(j, i, letter, ha="center", va="center", fontsize=fontsize, fontweight="bold")
     labels = (*POLICIES, "infeasible")
+    letters = [
+        Line2D([], [], linestyle="none", marker=f"${letter}$", color="k", label=meaning)
+        for letter, meaning in (("P", "deploy the pick"), ("R", "the reference"), ("C", "stay co-located"))
+    ]
     ax.legend(
-        handles=[Patch(color=c, label=lab) for c, lab in zip(POLICY_COLOURS, labels, strict=True)],
+        handles=[Patch(color=c, label=lab) for c, lab in zip(POLICY_COLOURS, labels, strict=True)] + letters,
         loc="upper left",
         bbox_to_anchor=(1.01, 1.0),
         fontsize=8,
     )
     _grid_axes(ax, grid)
-    ax.set_title(f"winning policy: {title} (X = {grid.machines})")
-    return _save(fig, path)
+    ax.set_title(f"winning policy, lettered with the recommendation: {title} (X = {grid.machines})")
+    return save_png(fig, path)
 
 
 def plot_curve_fits(curves: CurveSet, path: str | os.PathLike[str], model: PlanModel | None = None) -> Path:
@@ -123,12 +119,12 @@ def plot_curve_fits(curves: CurveSet, path: str | os.PathLike[str], model: PlanM
     Throughput shows both the clamped piecewise-linear curve and the quadratic fit; capacity shows
     the quadratic fit, the memory C and the capacity limit C^-1(C).
     """
-    from solver.baseline import phase_limits
+    from solver.plan.baseline import phase_limits
 
     model = model or build_model(curves)
     piecewise, quadratic = build_model(curves, "piecewise"), build_model(curves, "quadratic")
     limits = phase_limits(model, 1)
-    fig = _figure(11.0, 8.0, constrained=False)
+    fig = new_figure(11.0, 8.0, constrained=False)  # constrained layout would measure every log tick
     fig.subplots_adjust(left=0.07, right=0.98, bottom=0.07, top=0.92, hspace=0.3, wspace=0.22)
     axes = fig.subplots(2, 2)
     for col, name in enumerate(("prefill", "decode")):
@@ -174,7 +170,7 @@ def plot_curve_fits(curves: CurveSet, path: str | os.PathLike[str], model: PlanM
             axes[row][col].set_xlabel(f"batch ({phase.batch_unit})")
             axes[row][col].legend(fontsize=7)
     fig.suptitle(f"{curves.name}: {curves.model} on {curves.hardware}")
-    return _save(fig, path)
+    return save_png(fig, path)
 
 
 def write_grid_figures(

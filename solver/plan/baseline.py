@@ -1,6 +1,6 @@
 """Per-machine batch limits and the co-located baseline of the capacity planner.
 
-Notation as in ``solver.split``. The baseline (the design's co-located policy): every machine
+Notation as in ``solver.plan.split``. The baseline (the design's co-located policy): every machine
 runs both phases with equal concurrency n_p = n_d = n, at the largest n with
 C_p(n*L_p) + C_d(n) - C_w = C (the weights are held once). With alpha the share of time spent on
 prefill, flow balance alpha*T_p(n*L_p)/L_p = (1 - alpha)*T_d(n)/L_d gives, with
@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from solver.curves import CapacityInverse, PlanModel, invert_capacity, invert_quadratic, throughput_at
 from solver.errors import InfeasiblePlan
+from solver.plan.curves import CapacityInverse, invert_capacity, invert_quadratic, throughput_at
+from solver.plan.model import PlanModel
 
 
 @dataclass(frozen=True)

@@ -13,9 +13,10 @@ from typing import Any
 
 import numpy as np
 
-from solver.curves import PlanModel
-from solver.curveset import CurveSet
-from solver.plan import Plan, PlanGrid
+from solver.plan.curvesets import CurveSet
+from solver.plan.model import PlanModel
+from solver.plan.plan import Plan, PlanGrid
+from solver.plan.recommend import recommend
 
 
 def _clean(value: float) -> float | None:
@@ -83,6 +84,7 @@ def plan_to_dict(plan: Plan, *, all_candidates: bool = False) -> dict[str, Any]:
         "candidates": [asdict(table.row(i)) for i in indices],
         "fits": plan.model.to_dict(),
         "notes": list(plan.notes),
+        "recommendation": asdict(recommend(plan)),
     }
 
 
@@ -92,6 +94,7 @@ def _matrix(values: np.ndarray[Any, Any]) -> list[list[float | None]]:
 
 def grid_to_dict(grid: PlanGrid) -> dict[str, Any]:
     """Matrices indexed [prompt_len][output_len]; ``None`` where a cell is infeasible."""
+    recommendations = [[None if p is None else recommend(p) for p in row] for row in grid.plans]
     return {
         "machines": grid.machines,
         "prompt_lens": list(grid.prompt_lens),
@@ -102,6 +105,9 @@ def grid_to_dict(grid: PlanGrid) -> dict[str, Any]:
         "reference_speedup": _matrix(grid.reference_speedup),
         "policy": [list(row) for row in grid.policy],
         "infeasible": [list(row) for row in grid.infeasible],
+        # per cell: "co-located", the pick's policy, or "reference" (see solver.plan.recommend)
+        "recommendation": [[None if r is None else r.policy for r in row] for row in recommendations],
+        "recommended_speedup": [[None if r is None else r.speedup for r in row] for row in recommendations],
     }
 
 
@@ -125,6 +131,7 @@ def model_parameters(curves: CurveSet, model: PlanModel, grid: PlanGrid) -> dict
                     s_p=plan.s_p,
                     s_d=plan.s_d,
                     reference_gap_fraction=plan.reference_gap_rps / plan.reference.rate_rps,
+                    recommendation=asdict(recommend(plan)),
                     notes=list(plan.notes),
                 )
             cells.append(cell)
