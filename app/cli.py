@@ -28,10 +28,6 @@ COMMAND_MODULES: tuple[str, ...] = (
 )
 
 
-class CliError(PdrouteError):
-    """A command-line usage problem reported as one line."""
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="pdroute",

@@ -1,20 +1,22 @@
 """Domain errors and validation errors mapped to HTTP responses, in one place.
 
-Every error body is ``{"error": "<one readable line>", "detail": ...}``; ``error`` names the
-field and the reason so an operator can act on it without reading the detail.
+Every error body is built by ``app.error_body``: ``{"error": "<one readable line>", "detail":
+..., "request_id": ...}``; ``error`` names the field and the reason so an operator can act on
+it without reading the detail.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from fastapi import FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 
-from app.middleware import CLIENT_CLOSED_REQUEST
+from app.error_body import error_body, request_id_of
+from app.middleware import CLIENT_CLOSED_REQUEST, INTERNAL_ERROR
 from solver.errors import (
     FitError,
     InfeasiblePlan,
@@ -59,25 +61,51 @@ def validation_error_body(errors: list[dict[str, Any]]) -> dict[str, Any]:
     return {"error": describe_validation_errors(errors), "detail": detail}
 
 
-async def _validation_handler(request: Request, exc: Exception) -> JSONResponse:
+def status_for(exc: PdrouteError) -> int:
+    """The HTTP status of a domain error (400 for one not in ``STATUS_BY_ERROR``)."""
+    return next((code for cls, code in STATUS_BY_ERROR if isinstance(exc, cls)), 400)
+
+
+def json_error(
+    request: Request,
+    status: int,
+    message: str,
+    detail: Any = None,
+    headers: Mapping[str, str] | None = None,
+) -> Response:
+    """A FastAPI ``Response`` carrying ``app.error_body``'s body for ``request``."""
+    request_id = request_id_of(request.scope)
+    return Response(
+        error_body(message, request_id=request_id, detail=detail),
+        status_code=status,
+        media_type="application/json",
+        headers={**(headers or {}), "x-request-id": request_id},
+    )
+
+
+async def _validation_handler(request: Request, exc: Exception) -> Response:
     if not isinstance(exc, RequestValidationError):  # registered for this type only
         raise exc
-    return JSONResponse(status_code=422, content=validation_error_body(list(exc.errors())))
+    body = validation_error_body(list(exc.errors()))
+    return json_error(request, 422, body["error"], body["detail"])
 
 
-async def _domain_handler(request: Request, exc: Exception) -> JSONResponse:
-    status = next((code for cls, code in STATUS_BY_ERROR if isinstance(exc, cls)), 400)
-    return JSONResponse(status_code=status, content={"error": str(exc), "detail": type(exc).__name__})
+async def _domain_handler(request: Request, exc: Exception) -> Response:
+    if not isinstance(exc, PdrouteError):  # registered for this type only
+        raise exc
+    return json_error(request, status_for(exc), str(exc), type(exc).__name__)
 
 
-async def _http_handler(request: Request, exc: Exception) -> JSONResponse:
+async def _http_handler(request: Request, exc: Exception) -> Response:
     if not isinstance(exc, StarletteHTTPException):
         raise exc
-    return JSONResponse(
-        status_code=exc.status_code,
-        content={"error": str(exc.detail), "detail": exc.detail},
-        headers=getattr(exc, "headers", None),
-    )
+    return json_error(request, exc.status_code, str(exc.detail), exc.detail, getattr(exc, "headers", None))
+
+
+async def _server_error_handler(request: Request, exc: Exception) -> Response:
+    # Starlette's ServerErrorMiddleware sends this, then re-raises to app.middleware's
+    # RequestEnvelope, which logs the traceback under the same request id.
+    return json_error(request, 500, INTERNAL_ERROR)
 
 
 async def _disconnect_handler(request: Request, exc: Exception) -> Response:
@@ -91,3 +119,4 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, _validation_handler)
     app.add_exception_handler(PdrouteError, _domain_handler)
     app.add_exception_handler(StarletteHTTPException, _http_handler)
+    app.add_exception_handler(Exception, _server_error_handler)

@@ -13,6 +13,8 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from app.error_body import error_body, error_headers, new_request_id
+
 # The request line and headers of one request, in bytes: a gateway's /route call needs a few
 # hundred. Past this the connection is answered 431 and closed; without a limit the HTTP parser
 # would buffer a never-ending header in memory.
@@ -25,16 +27,15 @@ REQUEST_TIMEOUT_S = 10.0
 log = logging.getLogger("pdroute.http")
 
 
-def _http_error(status: int, reason: str, message: str, default_headers: list[tuple[bytes, bytes]]) -> bytes:
-    """A complete ``Connection: close`` response, written straight to the transport."""
-    body = message.encode()
+def _http_error(
+    status: int, reason: str, message: str, default_headers: list[tuple[bytes, bytes]], request_id: str
+) -> bytes:
+    """A complete ``Connection: close`` response with ``app.error_body``'s JSON body."""
+    body = error_body(message, request_id=request_id)
     head = [f"HTTP/1.1 {status} {reason}\r\n".encode()]
     head += [name + b": " + value + b"\r\n" for name, value in default_headers]
-    head += [
-        b"content-type: text/plain; charset=utf-8\r\n",
-        b"content-length: " + str(len(body)).encode() + b"\r\n",
-        b"connection: close\r\n\r\n",
-    ]
+    head += [name + b": " + value + b"\r\n" for name, value in error_headers(body, request_id)]
+    head.append(b"connection: close\r\n\r\n")
     return b"".join(head) + body
 
 
@@ -135,7 +136,12 @@ else:
 
         def _refuse(self, status: int, reason: str, message: str) -> None:
             self._disarm()
-            log.warning("%s from %s: %s", status, self.client and self.client[0], message)
-            response = _http_error(status, reason, message, self.server_state.default_headers)
+            # The head was refused or never completed, so no request id was read: a new one,
+            # logged with the refusal.
+            request_id = new_request_id()
+            log.warning(
+                "%s from %s (request_id %s): %s", status, self.client and self.client[0], request_id, message
+            )
+            response = _http_error(status, reason, message, self.server_state.default_headers, request_id)
             self.transport.write(response)
             self.transport.close()

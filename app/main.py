@@ -11,6 +11,7 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 from fastapi import FastAPI, Request, Response
 from prometheus_client import (
@@ -19,11 +20,12 @@ from prometheus_client import (
     disable_created_metrics,
     generate_latest,
 )
+from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.errors import install_error_handlers
-from app.fastpath import PdrouteApp, RouteEndpoint
 from app.metrics import Metrics
-from app.middleware import BodySizeLimitMiddleware, MetricsMiddleware
+from app.middleware import RequestEnvelope
 from app.params_store import ParamsStore
 from app.reload import install_sighup, remove_sighup, watch_params_file
 from app.routes import admin, health, params, plan, route
@@ -31,6 +33,53 @@ from app.schemas import ErrorResponse
 from app.settings import Settings
 
 log = logging.getLogger("pdroute")
+
+
+class PdrouteApp(FastAPI):
+    """FastAPI inside the service's one middleware stack, with the ``/route`` endpoints beside it.
+
+    Every request goes through ``stack``: ``app.middleware.RequestEnvelope`` (body size, the
+    JSON 500, metrics) around the dispatch.
+    At its core, ``POST /route`` and ``POST /route/batch`` go straight to their ASGI endpoints
+    (FastAPI's router and dependency solving cost more than the decision); everything else goes
+    to FastAPI. The endpoints are in FastAPI's router too, so other methods answer 405, and
+    ``openapi`` documents their bodies.
+    """
+
+    stack: ASGIApp | None = None
+    endpoints: dict[str, ASGIApp]
+    extra_openapi_paths: dict[str, Any]
+
+    def serve_endpoints(self, endpoints: dict[str, ASGIApp], openapi_paths: dict[str, Any]) -> None:
+        """Serve ``POST <path>`` with ``endpoints[path]``, documented by ``openapi_paths``."""
+        self.endpoints = endpoints
+        self.extra_openapi_paths = openapi_paths
+        for path, endpoint in endpoints.items():
+            self.router.routes.append(Route(path, endpoint, methods=["POST"]))
+
+    def use_envelope(self, wrap: Callable[[ASGIApp], ASGIApp]) -> None:
+        """Put ``wrap(dispatch)`` (the middleware around the dispatch) in front of everything."""
+        self.stack = wrap(self._dispatch)
+
+    async def _dispatch(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] == "POST":
+            endpoint = self.endpoints.get(scope["path"])
+            if endpoint is not None:
+                await endpoint(scope, receive, send)
+                return
+        await super().__call__(scope, receive, send)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.stack is None:
+            await super().__call__(scope, receive, send)
+            return
+        await self.stack(scope, receive, send)
+
+    def openapi(self) -> dict[str, Any]:
+        if self.openapi_schema is None:
+            schema = super().openapi()
+            schema["paths"] = {**getattr(self, "extra_openapi_paths", {}), **schema["paths"]}
+        return self.openapi_schema  # type: ignore[return-value]  # set by super().openapi()
 
 
 def create_app(
@@ -44,7 +93,13 @@ def create_app(
     registry = registry if registry is not None else CollectorRegistry()
     # The *_created series double the scrape size and no dashboard or alert here uses them.
     disable_created_metrics()  # type: ignore[no-untyped-call]  # prometheus_client ships it unannotated
-    store = ParamsStore(settings.resolved_params_path(), clock, settings.last_good_params_path)
+    store = ParamsStore(
+        settings.resolved_params_path(),
+        clock,
+        settings.last_good_params_path,
+        model_name=settings.model,
+        harm_weight=settings.harm_weight,
+    )
     metrics = Metrics(registry)
     metrics.set_params(store.current, clock)
     if store.last_error is not None:  # started on the last good copy: count the refusal
@@ -57,12 +112,13 @@ def create_app(
         if settings.watch_params:
             watcher = asyncio.create_task(watch_params_file(store, metrics, clock, settings.watch_interval_s))
         log.info(
-            "serving params %s (%s on %s, %s) from %s; break-even load %.3g; reload on %s",
+            "serving params %s (%s on %s, %s) from %s with the %s model; break-even load %.3g; reload on %s",
             store.current.params_id,
             store.current.params.metadata.model,
             store.current.params.metadata.hardware,
             store.current.params.metadata.transfer_path,
             store.path,
+            store.current.model.name,
             store.current.params.break_even_load,
             ", ".join(
                 t
@@ -93,6 +149,7 @@ def create_app(
         responses={
             413: {"model": ErrorResponse, "description": "the request body is over PDROUTE_MAX_BODY_BYTES"},
             422: {"model": ErrorResponse, "description": "invalid input; `error` names the field and why"},
+            500: {"model": ErrorResponse, "description": "an unexpected error, logged with the request_id"},
         },
     )
     app.state.settings = settings
@@ -101,8 +158,13 @@ def create_app(
     app.state.clock = clock
     app.state.registry = registry
     install_error_handlers(app)
-    route_handler = route.RouteHandler(store, metrics, settings)
-    app.include_router(route.build_router(route_handler))
+    app.serve_endpoints(
+        {
+            "/route": route.RouteEndpoint(store, metrics, settings, batch=False),
+            "/route/batch": route.RouteEndpoint(store, metrics, settings, batch=True),
+        },
+        route.openapi_paths(),
+    )
     for module in (params, health, admin):
         app.include_router(module.router)
     app.include_router(plan.router)
@@ -111,15 +173,8 @@ def create_app(
     async def metrics_endpoint(request: Request) -> Response:
         return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
-    # add_middleware wraps: the last added is outermost. Timing around everything, then the
-    # size limit before anything reads a body. The /route fast path gets the same two.
-    app.add_middleware(BodySizeLimitMiddleware, max_bytes=settings.max_body_bytes)
-    app.add_middleware(MetricsMiddleware, metrics=metrics)
-    if settings.fast_route:
-        endpoint = RouteEndpoint(route_handler)
-        app.route_fast_path = MetricsMiddleware(
-            BodySizeLimitMiddleware(endpoint, settings.max_body_bytes), metrics
-        )
+    # The one middleware around every request: body size, the JSON 500, timing and counting.
+    app.use_envelope(lambda core: RequestEnvelope(core, metrics, settings.max_body_bytes))
     return app
 
 

@@ -1,7 +1,8 @@
 """Prometheus metrics, registered on an injected ``CollectorRegistry`` (never the global one).
 
 Names follow Prometheus conventions: base units (seconds), ``_total`` counters, and bounded
-label values only (decision, path, handler template, status code, reload trigger/outcome).
+label values only (decision, reason code, path, handler template, status code, reload
+trigger/outcome, decision model).
 Request ids never become labels.
 """
 
@@ -11,9 +12,10 @@ from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from app.loop_metrics import LoopCounter, LoopHistogram
+from app.loop_metrics import CounterChild, LoopCounter, LoopHistogram
 from app.params_store import LoadedParams
-from solver.routing.design import RouteBreakdown
+from solver.routing import RouteInputs, all_reasons
+from solver.routing.types import Breakdown
 
 # Predicted end-to-end latencies span ~10 ms (short prompt, few tokens) to minutes.
 LATENCY_BUCKETS_S = (
@@ -77,7 +79,10 @@ class Metrics:
         self.registry = registry
         # Updated on every request, on the event loop thread only: lock-free (app.loop_metrics).
         self.decisions = LoopCounter(
-            "pdroute_route_decisions", "Routing decisions made, by outcome.", ["decision"], registry=registry
+            "pdroute_route_decisions",
+            "Routing decisions made, by outcome and reason code (a bounded set: solver.routing).",
+            ["decision", "reason"],
+            registry=registry,
         )
         self.http_requests = LoopCounter(
             "pdroute_http_requests",
@@ -120,8 +125,9 @@ class Metrics:
         )
         self.params_info = Gauge(
             "pdroute_params_info",
-            "The parameters being served (value 1), labelled with their identity.",
-            ["model", "hardware", "transfer_path", "source", "params_id"],
+            "The parameters being served (value 1), labelled with their identity and the decision"
+            " model deciding with them (decision_model; model is the LLM they were fitted for).",
+            ["model", "hardware", "transfer_path", "source", "params_id", "decision_model"],
             registry=registry,
         )
         self.params_loaded = Gauge(
@@ -154,25 +160,38 @@ class Metrics:
         for trigger in ("sighup", "admin", "watch", "startup"):
             for outcome in ("success", "failure"):
                 self.reloads.labels(trigger=trigger, outcome=outcome)
-        for decision in ("collocated", "disaggregated"):
-            self.decisions.labels(decision=decision)
+        self._reasons = frozenset(all_reasons())
 
-    def route_recorder(self) -> Callable[[RouteBreakdown, int, int], None]:
+    def route_recorder(self) -> Callable[[Breakdown, RouteInputs], None]:
         """A function recording one decision, with the labelled children bound once."""
-        decisions = {d: self.decisions.labels(decision=d) for d in ("collocated", "disaggregated")}
+        decision_children: dict[tuple[str, str], CounterChild] = {}
+        reasons = self._reasons
+
+        def decision_child(decision: str, reason: str) -> CounterChild:
+            if reason not in reasons:  # a label must stay bounded whatever a model returns
+                reason = "other"
+            child = self.decisions.labels(decision=decision, reason=reason)
+            decision_children[(decision, reason)] = child
+            return child
+
         savings = {d: self.predicted_saving.labels(decision=d) for d in ("collocated", "disaggregated")}
         latency_c = self.predicted_latency.labels(path="collocated")
         latency_d = self.predicted_latency.labels(path="disaggregated")
         system_load = self.system_load.labels()
         decode_batch = self.decode_batch.labels()
 
-        def record(b: RouteBreakdown, load: int, decode_batch_size: int) -> None:
-            decisions[b.decision].inc()
-            latency_c.observe(b.t_collocated_ms / 1000.0)
-            latency_d.observe(b.t_disaggregated_ms / 1000.0)
-            savings[b.decision].observe(b.saving_ms / 1000.0)
-            system_load.observe(load)
-            decode_batch.observe(decode_batch_size)
+        def record(b: Breakdown, inputs: RouteInputs) -> None:
+            child = decision_children.get((b.decision, b.reason))
+            if child is None:
+                child = decision_child(b.decision, b.reason)
+            child.inc()
+            t_c = b.t_collocated_ms
+            t_d = b.t_disaggregated_ms
+            latency_c.observe(t_c / 1000.0)
+            latency_d.observe(t_d / 1000.0)
+            savings[b.decision].observe(abs(t_c - t_d) / 1000.0)
+            system_load.observe(inputs.system_load)
+            decode_batch.observe(inputs.decode_batch_size)
 
         return record
 
@@ -186,6 +205,7 @@ class Metrics:
             transfer_path=meta.transfer_path,
             source=meta.source,
             params_id=loaded.params_id,
+            decision_model=loaded.model.name,
         ).set(1)
         self.params_loaded.set(loaded.loaded_at)
         created = loaded.created_at_unix

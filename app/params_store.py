@@ -2,14 +2,13 @@
 
 A handler reads ``store.current`` once and uses that snapshot for the whole request, so a
 request in flight sees either the old or the new params, never a mix. A reload validates the
-whole file first (``read_params_file``); a bad file raises and the old snapshot stays.
+whole file first (``solver.params.load_params``); a bad file raises and the old snapshot stays.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import stat
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -17,74 +16,23 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from solver.errors import InvalidParams
-from solver.params import CostModelParams, parse_params, save_params
-from solver.routing.design import AnalyticalCostModel
+from solver.params import CostModelParams, load_params, save_params
+from solver.routing import AUTO, DecisionModel, build_model
+from solver.routing.queue_aware import DEFAULT_HARM_WEIGHT
 
 log = logging.getLogger("pdroute.params")
-
-# A params file is a few kB; a ConfigMap holds at most 1 MiB. Anything larger is not a params
-# file, and reading it whole would cost memory and event-loop time.
-MAX_PARAMS_FILE_BYTES = 1_048_576
-
-
-def read_params_file(path: Path) -> CostModelParams:
-    """Read and validate a params file; every failure is one ``InvalidParams`` naming the file.
-
-    What ``solver.params.load_params`` does, made safe for a service that re-reads the path
-    while it runs: only a regular file is read (a FIFO or a device would block the event loop
-    or never end), at most ``MAX_PARAMS_FILE_BYTES``, and a document that breaks the JSON
-    parser itself (nesting too deep, an integer too large for a float) is refused like any
-    other bad file instead of escaping as another exception.
-    """
-    try:
-        # O_NONBLOCK: opening a FIFO with no writer must not block; it is refused below.
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    except FileNotFoundError:
-        raise InvalidParams(f"{path}: file not found") from None
-    except OSError as exc:
-        raise InvalidParams(f"{path}: cannot read ({exc.strerror})") from None
-    try:
-        mode = os.fstat(fd).st_mode
-        if stat.S_ISDIR(mode):
-            raise InvalidParams(f"{path}: is a directory, not a params file")
-        if not stat.S_ISREG(mode):
-            raise InvalidParams(f"{path}: not a regular file")
-        chunks = []
-        size = 0
-        while size <= MAX_PARAMS_FILE_BYTES:
-            chunk = os.read(fd, MAX_PARAMS_FILE_BYTES + 1 - size)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-    except OSError as exc:
-        raise InvalidParams(f"{path}: cannot read ({exc.strerror})") from None
-    finally:
-        os.close(fd)
-    if size > MAX_PARAMS_FILE_BYTES:
-        raise InvalidParams(f"{path}: larger than {MAX_PARAMS_FILE_BYTES} bytes, not a params file")
-    try:
-        return parse_params(b"".join(chunks))
-    except InvalidParams as exc:
-        raise InvalidParams(f"{path}: {exc}") from None
-    except RecursionError:
-        raise InvalidParams(f"{path}: not valid JSON: nested too deeply") from None
-    except (OverflowError, ValueError) as exc:
-        raise InvalidParams(f"{path}: invalid value: {exc}") from None
 
 
 @dataclass(frozen=True)
 class LoadedParams:
-    """What the service is serving: the model, where it came from, and when it was loaded."""
+    """What the service is serving: the params, the decision model built on them, where they
+    came from, and when they were loaded."""
 
-    model: AnalyticalCostModel
+    params: CostModelParams
+    model: DecisionModel  # the model that decides every request (``model.name``)
     params_id: str
     path: Path
     loaded_at: float  # unix seconds, from the injected clock
-
-    @property
-    def params(self) -> CostModelParams:
-        return self.model.params
 
     @property
     def created_at_unix(self) -> float | None:
@@ -133,8 +81,18 @@ class ParamsStore:
     followed by a SIGHUP would take every worker down.
     """
 
-    def __init__(self, path: Path, clock: Callable[[], float], last_good_path: Path | None = None) -> None:
+    def __init__(
+        self,
+        path: Path,
+        clock: Callable[[], float],
+        last_good_path: Path | None = None,
+        *,
+        model_name: str = AUTO,
+        harm_weight: float = DEFAULT_HARM_WEIGHT,
+    ) -> None:
         self.path = path
+        self.model_name = model_name  # a name of solver.routing.registry, or "auto"
+        self.harm_weight = harm_weight
         self.last_good_path = last_good_path
         self._clock = clock
         self._lock = threading.Lock()  # serialises reloads; readers never take it
@@ -150,13 +108,18 @@ class ParamsStore:
             log.error("%s; serving the last good params %s instead", exc, self._current.params_id)
 
     def _load(self, path: Path) -> LoadedParams:
-        params = read_params_file(path)
+        params = load_params(path)
+        try:
+            # Params that lack the chosen model's forms are refused like any bad file.
+            model = build_model(self.model_name, params, harm_weight=self.harm_weight)
+        except InvalidParams as exc:
+            raise InvalidParams(f"{path}: {exc}") from None
         if self.last_good_path is not None and path != self.last_good_path:
             try:
                 save_params(params, self.last_good_path)
             except OSError as exc:  # the params are valid: serve them, only the fallback copy is stale
                 log.warning("could not keep a copy of the params in %s: %s", self.last_good_path, exc)
-        return LoadedParams(AnalyticalCostModel(params), params.params_id, self.path, self._clock())
+        return LoadedParams(params, model, params.params_id, self.path, self._clock())
 
     @property
     def current(self) -> LoadedParams:

@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_type_hints
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, create_model, field_validator
+
+from app.route_codec import breakdown_terms
+from solver.routing import QueueAwareBreakdown, RouteBreakdown
 
 # Upper bounds: far beyond any real request, low enough that the arithmetic stays exact.
 MAX_PROMPT_LEN = 16_777_216  # 16M tokens
 MAX_OUTPUT_LEN = 16_777_216
 MAX_LOAD = 1_000_000
 MAX_CHUNK = 16_777_216
+MAX_TOKENS = 2**44  # token totals over many requests (queues, contexts): ~1.8e13
+MAX_GPUS = 100_000
+MAX_SLO_MS = 86_400_000.0  # a day
 MAX_REQUEST_ID_LEN = 256
 MAX_BATCH_ITEMS = 100_000  # hard cap; settings.max_batch_requests sets the served limit
 
@@ -22,6 +28,10 @@ class _Strict(BaseModel):
 
 
 class RouteRequest(_Strict):
+    """One request as the gateway sees it. The design's fields first; the rest are optional
+    state a gateway may report (``solver.routing.types.OPTIONAL_INPUTS``): a missing one takes
+    the decision model's stated default and is listed in the answer's ``assumed``."""
+
     prompt_len: Annotated[int, Field(ge=1, le=MAX_PROMPT_LEN, description="prompt tokens")]
     predicted_output_len: Annotated[
         int | None,
@@ -35,21 +45,105 @@ class RouteRequest(_Strict):
     ] = 1
     chunk_size: Annotated[int, Field(ge=1, le=MAX_CHUNK, description="prefill chunk size")] = 256
     request_id: Annotated[str | None, Field(max_length=MAX_REQUEST_ID_LEN)] = None
+    prefill_queue_requests: Annotated[
+        int | None,
+        Field(ge=0, le=MAX_LOAD, description="requests waiting (not started) for the prefill pool"),
+    ] = None
+    prefill_queue_tokens: Annotated[
+        int | None, Field(ge=0, le=MAX_TOKENS, description="prompt tokens of those waiting requests")
+    ] = None
+    prefill_running_requests: Annotated[
+        int | None, Field(ge=0, le=MAX_LOAD, description="prefills in progress on the prefill pool")
+    ] = None
+    prefill_pool_gpus: Annotated[
+        int | None, Field(ge=1, le=MAX_GPUS, description="prefill GPUs sharing that queue")
+    ] = None
+    pending_prefill_tokens: Annotated[
+        int | None,
+        Field(
+            ge=0,
+            le=MAX_TOKENS,
+            description="prompt tokens admitted to the collocation GPU and not yet prefilled",
+        ),
+    ] = None
+    decode_pending_prefill_tokens: Annotated[
+        int | None,
+        Field(
+            ge=0,
+            le=MAX_TOKENS,
+            description="prompt tokens admitted to the target decode GPU for local prefill, not yet "
+            "prefilled (the same as pending_prefill_tokens when both are one GPU)",
+        ),
+    ] = None
+    colloc_context_tokens: Annotated[
+        int | None,
+        Field(ge=0, le=MAX_TOKENS, description="KV tokens of the decodes running on the collocation GPU"),
+    ] = None
+    decode_context_tokens: Annotated[
+        int | None,
+        Field(ge=0, le=MAX_TOKENS, description="KV tokens of the decodes running on the target decode GPU"),
+    ] = None
+    cached_prompt_tokens: Annotated[
+        int | None,
+        Field(
+            ge=0,
+            le=MAX_PROMPT_LEN,
+            description="prompt tokens already in the decode GPU's prefix cache (at most prompt_len)",
+        ),
+    ] = None
+    ttft_slo_ms: Annotated[
+        float | None,
+        Field(
+            gt=0,
+            le=MAX_SLO_MS,
+            allow_inf_nan=False,
+            description="time-to-first-token target in ms; PDROUTE_DEFAULT_TTFT_SLO_MS if omitted",
+        ),
+    ] = None
+    tpot_slo_ms: Annotated[
+        float | None,
+        Field(
+            gt=0,
+            le=MAX_SLO_MS,
+            allow_inf_nan=False,
+            description="time-per-output-token target in ms; PDROUTE_DEFAULT_TPOT_SLO_MS if omitted",
+        ),
+    ] = None
+
+    @field_validator("cached_prompt_tokens")
+    @classmethod
+    def _cached_within_prompt(cls, value: int | None, info: ValidationInfo) -> int | None:
+        prompt_len = info.data.get("prompt_len")
+        if value is not None and prompt_len is not None and value > prompt_len:
+            raise ValueError(f"must be <= prompt_len ({prompt_len}), got {value}")
+        return value
 
 
-class Breakdown(BaseModel):
-    prefill_ms: float
-    transfer_ms: float
-    interference_ms: float
-    decode_collocated_ms: float
-    decode_disaggregated_ms: float
+def _terms_model(breakdown_type: type[Any]) -> type[BaseModel]:
+    """The OpenAPI model of a breakdown's terms, derived from its dataclass fields."""
+    hints = get_type_hints(breakdown_type)
+    fields: dict[str, Any] = {name: (hints[name], ...) for name in breakdown_terms(breakdown_type)}
+    model: type[BaseModel] = create_model(f"{breakdown_type.__name__}Terms", **fields)
+    return model
+
+
+DesignTerms = _terms_model(RouteBreakdown)
+QueueAwareTerms = _terms_model(QueueAwareBreakdown)
 
 
 class RouteResponse(BaseModel):
+    """One decision. ``breakdown`` holds the deciding model's own terms (ms unless named)."""
+
     decision: Literal["collocated", "disaggregated"]
+    reason: str = Field(description="why, as a short code (a bounded set per model)")
+    model: str = Field(description="the decision model that decided: design or queue-aware")
     t_collocated_ms: float
     t_disaggregated_ms: float
-    breakdown: Breakdown
+    assumed: list[str] = Field(description="optional inputs not reported, taken at the model's defaults")
+    meets_slo: bool | None = Field(
+        default=None, description="queue-aware: the chosen path is predicted to meet the targets"
+    )
+    breakdown: DesignTerms | QueueAwareTerms  # type: ignore[valid-type]
     params_id: str
     request_id: str | None = None
 
@@ -65,6 +159,7 @@ class RouteBatchResponse(BaseModel):
 
 class ParamsResponse(BaseModel):
     params_id: str
+    model: str = Field(description="the decision model deciding with these params")
     path: str
     loaded_at: float
     loaded_at_iso: str
@@ -75,10 +170,11 @@ class ParamsResponse(BaseModel):
 
 
 class ErrorResponse(BaseModel):
-    """Every 4xx body: ``error`` is one line naming the field and the reason."""
+    """Every 4xx and 5xx body (``app.error_body``): ``error`` is one line naming the field and why."""
 
     error: str
     detail: Any = None
+    request_id: str = Field(description="the X-Request-ID sent (or the body's request_id), else a new one")
 
 
 class ReloadResponse(BaseModel):

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from importlib import resources
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from solver.routing.queue_aware import DEFAULT_HARM_WEIGHT
 
 
 def embedded_params_path() -> Path:
@@ -38,8 +41,31 @@ class Settings(BaseSettings):
         default=None,
         description="where workers keep a copy of the last valid params (set by pdroute serve --workers N)",
     )
-    fast_route: bool = Field(
-        default=True, description="serve POST /route without FastAPI's router (same answers, faster)"
+    model: Literal["auto", "design", "queue-aware"] = Field(
+        default="auto",
+        description="decision model serving /route: auto is queue-aware when the params carry its "
+        "forms (schema_version 2), else design; params lacking the chosen model's forms are refused",
+    )
+    harm_weight: float = Field(
+        default=DEFAULT_HARM_WEIGHT,
+        ge=0,
+        le=1000,
+        allow_inf_nan=False,
+        description="queue-aware: weight w of the harm to other requests in e2e + w * harm",
+    )
+    default_ttft_slo_ms: float | None = Field(
+        default=None,
+        gt=0,
+        le=86_400_000,
+        allow_inf_nan=False,
+        description="TTFT target (ms) applied to a /route request that gives none; none when unset",
+    )
+    default_tpot_slo_ms: float | None = Field(
+        default=None,
+        gt=0,
+        le=86_400_000,
+        allow_inf_nan=False,
+        description="TPOT target (ms) applied to a /route request that gives none; none when unset",
     )
     watch_params: bool = Field(default=True, description="reload when the params file changes on disk")
     watch_interval_s: float = Field(default=2.0, gt=0, le=3600)

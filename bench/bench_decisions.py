@@ -1,7 +1,7 @@
 """Decision quality: a candidate policy against the static rules, light to overloaded.
 
     .venv/bin/python -m bench.bench_decisions [--profile default,...] [--topology conditional,pools]
-        [--predict exact,mean] [--candidate cost-model] [--policies a,b,...] [--trace CSV]
+        [--predict exact,mean] [--candidate queue-aware] [--policies a,b,...] [--trace CSV]
         [--max-requests N] [--loads 4] [--shed] [--jobs 1] [--json OUT]
 
 For each profile x topology, the loads are found automatically: the rate is raised (doubling,
@@ -42,10 +42,11 @@ from pathlib import Path
 from typing import Any
 
 from solver.fit import fit_profile
-from solver.params import load_params
+from solver.params import CostModelParams, load_params
 from solver.profile_io import load_profile
 from solver.profile_result import ProfileResult
 from solver.routing.design import AnalyticalCostModel
+from solver.routing.queue_aware import QueueAwareModel
 from solver.sim import (
     BEST_STATIC,
     AlwaysCollocated,
@@ -74,7 +75,7 @@ from solver.sim.sweep import strict_json
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_TRACE = ROOT.parent / "shared" / "data" / "azure-llm-trace" / "AzureLLMInferenceTrace_conv.csv"
 STATIC_NAMES = ("collocated", "disaggregated", "threshold", "threshold-queue")
-DEFAULT_POLICIES = (*STATIC_NAMES, BEST_STATIC, "cost-model")
+DEFAULT_POLICIES = (*STATIC_NAMES, BEST_STATIC, "cost-model", "queue-aware")
 FLEETS = {  # (num_mixed, num_prefill, num_decode)
     "conditional": (0, 2, 6),
     "pools": (2, 2, 4),
@@ -91,11 +92,14 @@ def load_requests(trace: Path, max_requests: int | None) -> Workload:
     return poisson_workload(max_requests or 20_000, 1.0, parse_length_spec("lognormal:1155,211"), seed=0)
 
 
-def cost_model_for(name: str, profile: ProfileResult) -> AnalyticalCostModel:
-    params = ROOT / "solver" / "data" / "params" / f"{Path(name).stem}.json"
-    if params.is_file():
-        return AnalyticalCostModel(load_params(params))
-    return AnalyticalCostModel(fit_profile(profile)[0])
+def params_for(name: str, profile: ProfileResult) -> CostModelParams:
+    """The shipped params of the same name when they carry both models, else a fit of the profile."""
+    path = ROOT / "solver" / "data" / "params" / f"{Path(name).stem}.json"
+    if path.is_file():
+        params = load_params(path)
+        if params.queue_aware is not None:
+            return params
+    return fit_profile(profile)[0]
 
 
 def find_top_rate(miss_at: Callable[[float], float], target: float, start: float = 5.0) -> float:
@@ -130,7 +134,9 @@ class Bench:
         self.latency = StepLatency(self.profile)
         mixed, prefill, decode = FLEETS[topology]
         self.fleet = FleetConfig(topology, prefill, decode, mixed, chunk_size=self.latency.max_chunk)
-        self.model = cost_model_for(profile_name, self.profile)
+        params = params_for(profile_name, self.profile)
+        self.model = AnalyticalCostModel(params)
+        self.queue_model = QueueAwareModel(params)
         self.slo = SloLimits(args.ttft_slo_ms, args.tpot_slo_ms)
         self.base = base
         self.shed = args.shed
@@ -162,7 +168,11 @@ class Bench:
             grid = BestStatic().including(THRESHOLD_TOKENS, MAX_QUEUE_DEPTH)
             return best_static_metrics(grid, runs, lambda r: self.score(r, rate))[0]
         policy = make_policy(
-            name, model=self.model, threshold_tokens=THRESHOLD_TOKENS, max_queue_depth=MAX_QUEUE_DEPTH
+            name,
+            model=self.model,
+            queue_model=self.queue_model,
+            threshold_tokens=THRESHOLD_TOKENS,
+            max_queue_depth=MAX_QUEUE_DEPTH,
         )
         if isinstance(policy, STATIC_RULES):
             return self.score(runs.records(policy), rate)
@@ -268,7 +278,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trace", type=Path, default=DEFAULT_TRACE)
     parser.add_argument("--topology", default="conditional", help="comma list: conditional, pools")
     parser.add_argument("--predict", default="exact", help="comma list: exact, mean, fixed:N")
-    parser.add_argument("--candidate", default="cost-model", help="the policy compared with the rules")
+    parser.add_argument("--candidate", default="queue-aware", help="the policy compared with the rules")
     parser.add_argument("--policies", default=",".join(DEFAULT_POLICIES), help="policies to run")
     parser.add_argument("--max-requests", type=int, help="use the first N requests (Poisson: N requests)")
     parser.add_argument("--loads", type=int, default=4, help="loads per profile and topology (>= 2)")

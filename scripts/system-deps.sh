@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# System tools some tests use (promtool and prometheus for the monitoring tests). Installed
-# with apt when running as root; elsewhere those tests skip and say which tool is missing.
+# System tools some tests and benchmarks use (promtool and prometheus for the monitoring tests,
+# wrk for bench/bench_route.py). Installed with apt when running as root; elsewhere those tests
+# skip and say which tool is missing.
 set -uo pipefail
 need=()
 # Debian's prometheus package carries both promtool (rule checks) and prometheus (the e2e test).
 { command -v promtool && command -v prometheus; } >/dev/null 2>&1 || need+=(prometheus)
+# wrk: the C load generator of the /route benchmark.
+command -v wrk >/dev/null 2>&1 || need+=(wrk)
 if [ ${#need[@]} -eq 0 ]; then exit 0; fi
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   echo "installing ${need[*]} with apt-get" >&2

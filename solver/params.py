@@ -15,7 +15,10 @@ File format (schema version 1)::
                    "created_at": ..., "fit_quality": {...}, ...}
     }
 
-Validation is complete before a ``CostModelParams`` exists: a bad file never half-loads.
+Validation is complete before a ``CostModelParams`` exists: a bad file never half-loads. The
+structure (version, keys, metadata) is checked by ``params_from_dict``, the values once, by
+``CostModelParams.__post_init__``. ``load_params`` is the one reader of a params file, with
+the limits a long-running service needs (size, regular files only, one-line errors).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import hashlib
 import json
 import math
 import os
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,6 +48,9 @@ SUPPORTED_SCHEMA_VERSIONS = (SCHEMA_VERSION, SCHEMA_VERSION_QUEUE_AWARE)
 # (prompts and outputs up to 2^24 tokens, loads up to 10^6), so answers are always finite JSON.
 PARAM_MIN = 1e-9
 PARAM_MAX = 1e9
+# A params file is a few kB; a ConfigMap holds at most 1 MiB. Anything larger is not a params
+# file, and reading it whole would cost memory (and, in the service, event-loop time).
+MAX_PARAMS_FILE_BYTES = 1_048_576
 PARAM_NAMES = ("alpha", "beta", "batch_thresh", "gamma", "bandwidth_GBps", "bytes_per_token")
 
 
@@ -79,10 +86,15 @@ class CostModelParams:
         return SCHEMA_VERSION if self.queue_aware is None else SCHEMA_VERSION_QUEUE_AWARE
 
     def __post_init__(self) -> None:
+        """The one validation of the six values, whether built by ``params_from_dict`` or in code.
+
+        Numbers are normalised (floats, an integral ``bytes_per_token``) so that a file writing
+        ``16`` or ``16.0`` gives the same parameters and the same ``params_id``.
+        """
         for name in PARAM_NAMES:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float):
-                raise InvalidParams(f"{name}: expected a number, got {type(value).__name__}")
+                raise InvalidParams(f"{name}: expected a number, got {_show(value)}")
             if isinstance(value, int) and abs(value) > 2**63:
                 raise InvalidParams(f"{name}: {str(value)[:20]}... is out of range")
             if not math.isfinite(value):
@@ -95,6 +107,9 @@ class CostModelParams:
                 )
         if self.bytes_per_token != int(self.bytes_per_token):
             raise InvalidParams(f"bytes_per_token: must be an integer, got {self.bytes_per_token!r}")
+        for name in PARAM_NAMES[:-1]:
+            object.__setattr__(self, name, float(getattr(self, name)))
+        object.__setattr__(self, "bytes_per_token", int(self.bytes_per_token))
 
     @property
     def transfer_rate_ms_per_token(self) -> float:
@@ -167,21 +182,9 @@ def params_from_dict(data: Any) -> CostModelParams:
         queue_aware = queue_params_from_dict(data["queue_aware"])
     elif "queue_aware" in data:
         raise InvalidParams("queue_aware: needs schema_version 2")
-    values: dict[str, float | int] = {}
-    for name in PARAM_NAMES:
-        if name not in data:
-            raise InvalidParams(f"{name}: missing")
-        value = data[name]
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise InvalidParams(f"{name}: expected a number, got {json.dumps(value)[:40]}")
-        if isinstance(value, int) and abs(value) > 2**63:
-            raise InvalidParams(f"{name}: {str(value)[:20]}... is out of range")
-        values[name] = value
-    bpt = values["bytes_per_token"]
-    if isinstance(bpt, float):
-        if not math.isfinite(bpt) or bpt != int(bpt):
-            raise InvalidParams(f"bytes_per_token: must be an integer, got {bpt!r}")
-        values["bytes_per_token"] = int(bpt)
+    missing = next((name for name in PARAM_NAMES if name not in data), None)
+    if missing is not None:
+        raise InvalidParams(f"{missing}: missing")
     raw_meta = data.get("metadata", {})
     if not isinstance(raw_meta, dict):
         raise InvalidParams(f"metadata: expected an object, got {type(raw_meta).__name__}")
@@ -198,16 +201,18 @@ def params_from_dict(data: Any) -> CostModelParams:
         extra=extra,
         **{k: raw_meta[k] for k in _FIXED_META if k in raw_meta},
     )
+    # The values themselves are checked in one place: CostModelParams.__post_init__.
     return CostModelParams(
-        alpha=float(values["alpha"]),
-        beta=float(values["beta"]),
-        batch_thresh=float(values["batch_thresh"]),
-        gamma=float(values["gamma"]),
-        bandwidth_GBps=float(values["bandwidth_GBps"]),
-        bytes_per_token=int(values["bytes_per_token"]),
-        metadata=meta,
-        queue_aware=queue_aware,
+        **{name: data[name] for name in PARAM_NAMES}, metadata=meta, queue_aware=queue_aware
     )
+
+
+def _show(value: Any) -> str:
+    """A short JSON-like rendering of a bad value for an error line."""
+    try:
+        return json.dumps(value)[:40]
+    except (TypeError, ValueError):
+        return type(value).__name__
 
 
 def _check_finite(node: Any, where: str) -> None:
@@ -240,23 +245,63 @@ def parse_params(text: str | bytes) -> CostModelParams:
         return params_from_dict(data)
     except RecursionError:
         raise InvalidParams("metadata: nested too deeply") from None
+    except (OverflowError, ValueError) as exc:  # e.g. an integer too large for a float
+        raise InvalidParams(f"invalid value: {exc}") from None
+
+
+def read_params_bytes(path: str | os.PathLike[str]) -> bytes:
+    """The raw bytes of a params file, read safely; every failure is one ``InvalidParams`` line.
+
+    Safe for a service that re-reads the path while it runs: only a regular file is read (a
+    FIFO or a device would block or never end; it is opened non-blocking and refused), and at
+    most ``MAX_PARAMS_FILE_BYTES``.
+    """
+    p = Path(path)
+    try:
+        # O_NONBLOCK: opening a FIFO with no writer must not block; it is refused below.
+        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK)
+    except FileNotFoundError:
+        raise InvalidParams(f"{p}: file not found") from None
+    except OSError as exc:
+        raise InvalidParams(f"{p}: cannot read ({exc.strerror})") from None
+    except ValueError:  # a path with a NUL byte
+        raise InvalidParams(f"{p!s:.80}: not a usable path") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise InvalidParams(f"{p}: is a directory, not a params file")
+        if not stat.S_ISREG(mode):
+            raise InvalidParams(f"{p}: not a regular file")
+        chunks = []
+        size = 0
+        while size <= MAX_PARAMS_FILE_BYTES:
+            chunk = os.read(fd, MAX_PARAMS_FILE_BYTES + 1 - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError as exc:
+        raise InvalidParams(f"{p}: cannot read ({exc.strerror})") from None
+    finally:
+        os.close(fd)
+    if size > MAX_PARAMS_FILE_BYTES:
+        raise InvalidParams(f"{p}: larger than {MAX_PARAMS_FILE_BYTES} bytes, not a params file")
+    return b"".join(chunks)
+
+
+def load_params_and_bytes(path: str | os.PathLike[str]) -> tuple[CostModelParams, bytes]:
+    """``load_params`` and the bytes it validated (what the publish job writes, unchanged)."""
+    raw = read_params_bytes(path)
+    try:
+        return parse_params(raw), raw
+    except InvalidParams as exc:
+        raise InvalidParams(f"{Path(path)}: {exc}") from None
 
 
 def load_params(path: str | os.PathLike[str]) -> CostModelParams:
-    """Read and validate ``params.json``; every failure is ``InvalidParams`` naming the file."""
-    p = Path(path)
-    try:
-        raw = p.read_bytes()
-    except FileNotFoundError:
-        raise InvalidParams(f"{p}: file not found") from None
-    except IsADirectoryError:
-        raise InvalidParams(f"{p}: is a directory, not a params file") from None
-    except OSError as exc:
-        raise InvalidParams(f"{p}: cannot read ({exc.strerror})") from None
-    try:
-        return parse_params(raw)
-    except InvalidParams as exc:
-        raise InvalidParams(f"{p}: {exc}") from None
+    """Read and validate ``params.json``: the one loader of the service, the CLI, the publish
+    job and the simulator. Every failure is one ``InvalidParams`` line naming the file."""
+    return load_params_and_bytes(path)[0]
 
 
 def save_params(params: CostModelParams, path: str | os.PathLike[str]) -> Path:

@@ -86,8 +86,5 @@ def queue_params_from_dict(data: Any) -> QueueAwareParams:
     for name in QUEUE_PARAM_NAMES:
         if name not in data:
             raise InvalidParams(f"queue_aware.{name}: missing")
-    values = {name: data[name] for name in QUEUE_PARAM_NAMES}
-    for name, value in values.items():
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise InvalidParams(f"queue_aware.{name}: expected a number, got {json.dumps(value)[:40]}")
-    return QueueAwareParams(**values)
+    # The values themselves are checked in one place: QueueAwareParams.__post_init__.
+    return QueueAwareParams(**{name: data[name] for name in QUEUE_PARAM_NAMES})

@@ -30,6 +30,21 @@ TEST_PARAMS: dict[str, Any] = {
 }
 
 
+# Step-time forms of the queue-aware model for tests (round values of the order a fit of the
+# embedded H100 profile gives; not a profile of any real GPU). With them a file is schema 2.
+TEST_QUEUE_AWARE: dict[str, float] = {
+    "prefill_floor_ms": 9.0,
+    "prefill_ms_per_token": 0.02,
+    "prefill_knee_tokens": 344.0,
+    "decode_base_ms": 6.5,
+    "decode_ms_per_seq": 0.013,
+    "decode_ms_per_context_token": 4.4e-05,
+    "chunk_ms_per_token": 0.008,
+    "chunk_ms_per_token_sq": 1.2e-05,
+    "chunk_ms_per_token_seq": 1.7e-05,
+}
+
+
 def stop_process(proc: subprocess.Popen[Any]) -> None:
     """SIGTERM a child process, then SIGKILL it if it has not exited within 10 s."""
     if proc.poll() is None:
@@ -51,3 +66,9 @@ def write_params(path: Path, **overrides: Any) -> Path:
 @pytest.fixture
 def params_file(tmp_path: Path) -> Path:
     return write_params(tmp_path / "params.json")
+
+
+@pytest.fixture
+def queue_aware_params_file(tmp_path: Path) -> Path:
+    """A schema-2 params file: the test params with the queue-aware model's forms."""
+    return write_params(tmp_path / "params-v2.json", schema_version=2, queue_aware=TEST_QUEUE_AWARE)

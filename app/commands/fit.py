@@ -11,7 +11,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from app.cli import CliError
+from app.commands.usage import UsageError
 from solver.fit import fit_profile, save_fit_report
 from solver.fit_report import fit_report_path
 from solver.params import save_params
@@ -39,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
         saved = save_params(params, args.output)
         save_fit_report(report, fit_report_path(saved))
     except OSError as exc:  # reading errors are InvalidProfile already: this is the writing
-        raise CliError(f"cannot write {args.output} ({exc.strerror or exc})") from None
+        raise UsageError(f"cannot write {args.output} ({exc.strerror or exc})") from None
     print(report.format_table())
     print()
     print(f"wrote {args.output} (params_id {params.params_id})")

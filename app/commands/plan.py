@@ -20,19 +20,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from app.commands.usage import UsageError
 from solver.curves import THROUGHPUT_FITS, PlanModel, build_model
 from solver.curveset import CurveSet, resolve_curve_set
-from solver.errors import PdrouteError
 from solver.plan import Plan, PlanGrid, solve_grid, solve_plan
 from solver.plan_report import model_parameters, plan_to_dict
 
 # Candidates are vectorised over x: memory and time grow linearly in X (about 60 ms and 70 MB
 # per plan at this bound); far beyond it one plan exhausts memory instead of answering.
 MAX_CLI_MACHINES = 100_000
-
-
-class BadPlanArgument(PdrouteError):
-    """A planner command-line value out of range, or an output folder that cannot be written."""
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -65,7 +61,7 @@ def register(sub: Any) -> None:
 
 def _check_machines(machines: int) -> None:
     if machines > MAX_CLI_MACHINES:
-        raise BadPlanArgument(f"--machines: at most {MAX_CLI_MACHINES}, got {machines}")
+        raise UsageError(f"--machines: at most {MAX_CLI_MACHINES}, got {machines}")
 
 
 def _model(args: argparse.Namespace) -> tuple[CurveSet, PlanModel]:
@@ -76,7 +72,7 @@ def _model(args: argparse.Namespace) -> tuple[CurveSet, PlanModel]:
 def _check_lengths(name: str, values: Sequence[int]) -> None:
     bad = [v for v in values if v < 1]
     if bad:
-        raise BadPlanArgument(f"--{name}: every value must be >= 1, got {bad[0]}")
+        raise UsageError(f"--{name}: every value must be >= 1, got {bad[0]}")
 
 
 def _table(rows: Sequence[Sequence[str]]) -> str:
@@ -214,7 +210,7 @@ def run_grid(args: argparse.Namespace) -> int:
     _check_lengths("prompt-lens", args.prompt_lens)
     _check_lengths("output-lens", args.output_lens)
     if args.out.exists() and not args.out.is_dir():
-        raise BadPlanArgument(f"-o {args.out}: exists and is not a folder")
+        raise UsageError(f"-o {args.out}: exists and is not a folder")
     from solver.plan_plots import plot_curve_fits, write_grid_figures
 
     curves, model = _model(args)
@@ -233,7 +229,7 @@ def run_grid(args: argparse.Namespace) -> int:
         ]
         params_path.write_text(json.dumps(model_parameters(curves, model, grid), indent=2) + "\n")
     except OSError as exc:
-        raise BadPlanArgument(f"-o {out}: cannot write the results ({exc.strerror or exc})") from exc
+        raise UsageError(f"-o {out}: cannot write the results ({exc.strerror or exc})") from exc
     written.append(params_path)
     cells = len(grid.prompt_lens) * len(grid.output_lens)
     infeasible = sum(r is not None for row in grid.infeasible for r in row)

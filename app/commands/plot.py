@@ -12,7 +12,7 @@ import importlib.util
 from pathlib import Path
 from typing import Any
 
-from app.cli import CliError
+from app.commands.usage import UsageError
 from solver.params import load_params
 from solver.routing.design import AnalyticalCostModel
 
@@ -34,9 +34,9 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     for flag, value in (("--output-len", args.output_len), ("--chunk-size", args.chunk_size)):
         if value < 1:
-            raise CliError(f"{flag}: must be >= 1, got {value}")
+            raise UsageError(f"{flag}: must be >= 1, got {value}")
     if importlib.util.find_spec("matplotlib") is None:
-        raise CliError("plotting needs matplotlib: pip install 'pdroute[plots]'")
+        raise UsageError("plotting needs matplotlib: pip install 'pdroute[plots]'")
     model = AnalyticalCostModel(load_params(args.params))
     profile = None
     if args.profile is not None:
@@ -50,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
             model, args.output_dir, output_len=args.output_len, chunk_size=args.chunk_size, profile=profile
         )
     except OSError as exc:
-        raise CliError(f"cannot write the plots into {args.output_dir} ({exc.strerror or exc})") from None
+        raise UsageError(f"cannot write the plots into {args.output_dir} ({exc.strerror or exc})") from None
     for path in paths:
         print(f"wrote {path}")
     return 0

@@ -14,15 +14,11 @@ import argparse
 import dataclasses
 from typing import Any
 
-from solver.errors import PdrouteError
+from app.commands.usage import UsageError
 
 TORCH_DEFAULT_MODEL = "qwen3-8b"
 AICONFIGURATOR_DEFAULT_MODEL = "Qwen/Qwen3-8B"
 GRID_OPTIONS = ("prompt_lens", "kv_lens", "batch_sizes", "chunk_sizes", "decode_batches")
-
-
-class ProfileOptionError(PdrouteError):
-    """A ``pdroute profile`` option does not apply to the chosen source."""
 
 
 def int_list(text: str) -> tuple[int, ...]:
@@ -121,7 +117,7 @@ def _check_source_options(args: argparse.Namespace) -> None:
     if args.source == "aiconfigurator" and args.no_cuda_graphs:
         wrong.append("--no-cuda-graphs")
     if wrong:
-        raise ProfileOptionError(f"not used by --source {args.source}: {', '.join(wrong)}")
+        raise UsageError(f"not used by --source {args.source}: {', '.join(wrong)}")
 
 
 def _or(value: Any, default: Any) -> Any:

@@ -1,4 +1,9 @@
-"""``pdroute route``: one decision with its breakdown, computed locally from a params file."""
+"""``pdroute route``: one decision with its breakdown, computed locally from a params file.
+
+The arguments are checked with the API's own bounds (``app.schemas.RouteRequest``), the model
+is chosen as the service chooses it (``--model``, default auto), and ``--json`` prints the
+answer ``POST /route`` would give, plus the break-even load.
+"""
 
 from __future__ import annotations
 
@@ -7,14 +12,24 @@ import json
 from pathlib import Path
 from typing import Any
 
-from app.params_store import read_params_file
+from pydantic import ValidationError
+
+from app.commands.usage import UsageError
+from app.route_codec import encoder_for
+from app.routes.route import RouteDefaults, decide
+from app.schemas import RouteRequest
 from app.settings import embedded_params_path
-from solver.errors import PdrouteError
-from solver.routing.design import AnalyticalCostModel
+from solver.params import load_params
+from solver.routing import AUTO, MODEL_NAMES, OPTIONAL_INPUTS, build_model
+from solver.routing.queue_aware import DEFAULT_HARM_WEIGHT
+
+# The request fields whose flag is not ``--<field with dashes>``.
+_FLAG_OF = {"predicted_output_len": "--output-len"}
+_FLOAT_INPUTS = ("ttft_slo_ms", "tpot_slo_ms")
 
 
-class BadArgument(PdrouteError):
-    pass
+def _flag(field: str) -> str:
+    return _FLAG_OF.get(field, "--" + field.replace("_", "-"))
 
 
 def register(sub: Any) -> None:
@@ -26,45 +41,83 @@ def register(sub: Any) -> None:
     p.add_argument("--system-load", type=int, required=True, help="decodes running where it would collocate")
     p.add_argument("--decode-batch-size", type=int, default=1, help="batch of the target decode GPU")
     p.add_argument("--chunk-size", type=int, default=256)
+    state = p.add_argument_group("optional state (queue-aware model; a missing one is assumed)")
+    for name in OPTIONAL_INPUTS:
+        help_text = RouteRequest.model_fields[name].description
+        state.add_argument(_flag(name), type=float if name in _FLOAT_INPUTS else int, help=help_text)
+    p.add_argument(
+        "--model",
+        default=AUTO,
+        choices=(AUTO, *MODEL_NAMES),
+        help="decision model (default auto: queue-aware when the params carry it, else design)",
+    )
+    p.add_argument(
+        "--harm-weight",
+        type=float,
+        default=DEFAULT_HARM_WEIGHT,
+        help="queue-aware: weight of the harm to other requests (default %(default)s)",
+    )
     p.add_argument("--params", type=Path, help="params.json (default: the embedded file)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=run)
 
 
+def _describe(err: Any) -> str:
+    """One API validation error as a flag's complaint (``--prompt-len: must be >= 1, got 0``)."""
+    field = str(err["loc"][0]) if err["loc"] else "arguments"
+    ctx = err.get("ctx") or {}
+    bounds = {"greater_than_equal": ">=", "less_than_equal": "<=", "greater_than": ">", "less_than": "<"}
+    for kind, op in bounds.items():
+        if err["type"] == kind:
+            limit = next(iter(ctx.values()))
+            return f"{_flag(field)}: must be {op} {limit}, got {err['input']}"
+    return f"{_flag(field)}: {err['msg']}"
+
+
+def parse_request(args: argparse.Namespace) -> RouteRequest:
+    """The arguments as the API's request, checked with its bounds (``UsageError`` naming the flag)."""
+    fields = {
+        "prompt_len": args.prompt_len,
+        "predicted_output_len": args.output_len,
+        "system_load": args.system_load,
+        "decode_batch_size": args.decode_batch_size,
+        "chunk_size": args.chunk_size,
+        **{name: getattr(args, name) for name in OPTIONAL_INPUTS},
+    }
+    if not 0 <= args.harm_weight < float("inf"):
+        raise UsageError(f"--harm-weight: must be a finite number >= 0, got {args.harm_weight}")
+    try:
+        return RouteRequest.model_validate(fields)
+    except ValidationError as exc:
+        raise UsageError(_describe(exc.errors(include_url=False)[0])) from None
+
+
 def run(args: argparse.Namespace) -> int:
-    for name, minimum in (
-        ("prompt_len", 1),
-        ("output_len", 1),
-        ("system_load", 0),
-        ("decode_batch_size", 0),
-        ("chunk_size", 1),
-    ):
-        if getattr(args, name) < minimum:
-            raise BadArgument(f"--{name.replace('_', '-')}: must be >= {minimum}, got {getattr(args, name)}")
-    model = AnalyticalCostModel(read_params_file(args.params or embedded_params_path()))
-    b = model.explain(
-        args.prompt_len, args.output_len, args.system_load, args.decode_batch_size, args.chunk_size
-    )
-    p = model.params
+    req = parse_request(args)
+    params = load_params(args.params or embedded_params_path())
+    model = build_model(args.model, params, harm_weight=args.harm_weight)
+    _, b = decide(model, req, RouteDefaults(args.output_len, None, None))
+    answer = encoder_for(type(b)).to_dict(b, model.name, params.params_id, None)
+    del answer["request_id"]
     if args.json:
-        print(
-            json.dumps(
-                {**b.__dict__, "params_id": p.params_id, "break_even_load": p.break_even_load}, indent=2
-            )
-        )
+        print(json.dumps({**answer, "break_even_load": params.break_even_load}, indent=2))
         return 0
     rows = [
         ("decision", b.decision),
+        ("reason", b.reason),
+        ("model", model.name),
         ("t_collocated_ms", f"{b.t_collocated_ms:.3f}"),
         ("t_disaggregated_ms", f"{b.t_disaggregated_ms:.3f}"),
-        ("predicted saving ms", f"{b.saving_ms:.3f}"),
-        ("  prefill_ms", f"{b.prefill_ms:.3f}"),
-        ("  transfer_ms", f"{b.transfer_ms:.3f}"),
-        ("  interference_ms", f"{b.interference_ms:.3f}"),
-        ("  decode_collocated_ms", f"{b.decode_collocated_ms:.3f}"),
-        ("  decode_disaggregated_ms", f"{b.decode_disaggregated_ms:.3f}"),
-        ("break-even load", f"{p.break_even_load:.3f}"),
-        ("params", f"{p.params_id} ({p.metadata.model}, {p.metadata.hardware}, {p.metadata.transfer_path})"),
+        ("predicted saving ms", f"{abs(b.t_collocated_ms - b.t_disaggregated_ms):.3f}"),
+        ("assumed", ", ".join(b.assumed) or "nothing"),
+        *((k, str(v)) for k, v in answer.items() if isinstance(v, bool)),
+        *((f"  {k}", f"{v:.3f}") for k, v in answer["breakdown"].items()),
+        ("break-even load", f"{params.break_even_load:.3f}"),
+        (
+            "params",
+            f"{params.params_id} ({params.metadata.model}, {params.metadata.hardware}, "
+            f"{params.metadata.transfer_path})",
+        ),
     ]
     width = max(len(k) for k, _ in rows)
     for key, value in rows:

@@ -27,6 +27,11 @@ def register(sub: Any) -> None:
     p.add_argument("--params", type=Path, help="params.json (default: the embedded Qwen3-8B/H100 file)")
     p.add_argument("--workers", type=int, help="worker processes (default 1)")
     p.add_argument("--log-level", help="uvicorn log level (default info)")
+    p.add_argument(
+        "--model",
+        choices=("auto", "design", "queue-aware"),
+        help="decision model (default auto: queue-aware when the params carry it; or PDROUTE_MODEL)",
+    )
     p.set_defaults(func=run)
 
 
@@ -37,7 +42,8 @@ def run(args: argparse.Namespace) -> int:
     import uvicorn
 
     from app.http_protocol import HTTP_PROTOCOL, MAX_HEAD_BYTES
-    from app.params_store import read_params_file
+    from solver.params import load_params
+    from solver.routing import build_model
 
     overrides = {
         "host": args.host,
@@ -45,14 +51,16 @@ def run(args: argparse.Namespace) -> int:
         "params_path": args.params,
         "workers": args.workers,
         "log_level": args.log_level,
+        "model": args.model,
     }
     settings = Settings(**{k: v for k, v in overrides.items() if v is not None})
     # Validate before starting: a bad file is one clear line and a non-zero exit, not a
     # traceback from inside the server's startup.
-    params = read_params_file(settings.resolved_params_path())
+    params = load_params(settings.resolved_params_path())
+    model = build_model(settings.model, params, harm_weight=settings.harm_weight)  # forms present?
     # Worker processes build their own app from the environment, so pass the choices there.
     os.environ["PDROUTE_PARAMS_PATH"] = str(settings.resolved_params_path())
-    for key in ("host", "port", "workers", "log_level"):
+    for key in ("host", "port", "workers", "log_level", "model"):
         os.environ[f"PDROUTE_{key.upper()}"] = str(getattr(settings, key))
     if settings.workers > 1 and settings.last_good_params_path is None:
         # uvicorn restarts every worker on SIGHUP; a worker that then finds a bad file starts
@@ -61,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
         os.environ["PDROUTE_LAST_GOOD_PARAMS_PATH"] = str(last_good)
     print(
         f"pdroute: serving {params.params_id} ({params.metadata.model} on {params.metadata.hardware}, "
-        f"{params.metadata.transfer_path}) at http://{settings.host}:{settings.port}",
+        f"{params.metadata.transfer_path}) with the {model.name} model at http://{settings.host}:{settings.port}",
         flush=True,
     )
     log_config = copy.deepcopy(uvicorn.config.LOGGING_CONFIG)

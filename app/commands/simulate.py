@@ -12,6 +12,7 @@ Writes ``results.json`` (settings and every metric), ``results.md`` (the table i
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import sys
@@ -19,11 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from solver.errors import PdrouteError
-
-
-class SimulateArgumentError(PdrouteError):
-    """A ``pdroute simulate`` argument is unusable."""
+from app.commands.usage import UsageError
 
 
 def register(sub: Any) -> None:
@@ -35,7 +32,11 @@ def register(sub: Any) -> None:
     )
     src = p.add_argument_group("inputs")
     src.add_argument("--profile", type=Path, required=True, help="profile JSON (or .pt) with the tables")
-    src.add_argument("--params", type=Path, help="params.json for the cost-model policy (default: embedded)")
+    src.add_argument(
+        "--params",
+        type=Path,
+        help="params.json for the cost-model and queue-aware policies (default: embedded)",
+    )
     load = src.add_mutually_exclusive_group(required=True)
     load.add_argument("--trace", type=Path, help="trace CSV: Azure format or timestamp_s,prompt,output")
     load.add_argument("--poisson", type=int, metavar="N", help="generate N Poisson arrivals instead")
@@ -85,9 +86,9 @@ def _numbers(text: str, flag: str) -> list[float]:
     try:
         values = [float(v) for v in text.split(",") if v.strip()]
     except ValueError:
-        raise SimulateArgumentError(f"{flag}: expected comma-separated numbers, got {text!r}") from None
+        raise UsageError(f"{flag}: expected comma-separated numbers, got {text!r}") from None
     if not values or any(not v > 0 for v in values):
-        raise SimulateArgumentError(f"{flag}: expected numbers > 0, got {text!r}")
+        raise UsageError(f"{flag}: expected numbers > 0, got {text!r}")
     return values
 
 
@@ -95,6 +96,7 @@ def run(args: argparse.Namespace) -> int:
     from solver.params import load_params
     from solver.profile_io import load_profile
     from solver.routing.design import AnalyticalCostModel
+    from solver.routing.queue_aware import QueueAwareModel
     from solver.sim import (
         FleetConfig,
         LengthDistribution,
@@ -112,16 +114,27 @@ def run(args: argparse.Namespace) -> int:
     from solver.sim.latency import StepLatency
 
     if args.cdf_rate is not None and not (math.isfinite(args.cdf_rate) and args.cdf_rate > 0):
-        raise SimulateArgumentError(f"--cdf-rate: expected a load > 0 requests/s, got {args.cdf_rate!r}")
+        raise UsageError(f"--cdf-rate: expected a load > 0 requests/s, got {args.cdf_rate!r}")
     names = parse_policy_names(args.policies)
     prediction = parse_prediction(args.predict)
     slo = SloLimits(args.ttft_slo_ms, args.tpot_slo_ms)
     profile = load_profile(args.profile)
-    model = None
-    if "cost-model" in names:
+    model = queue_model = None
+    notes: list[str] = []
+    if "cost-model" in names or "queue-aware" in names:
         from app.settings import embedded_params_path
 
-        model = AnalyticalCostModel(load_params(args.params or embedded_params_path()))
+        params = load_params(args.params or embedded_params_path())
+        model = AnalyticalCostModel(params)
+        if "queue-aware" in names:
+            if params.queue_aware is None:
+                # A version-1 params file: the queue-aware forms come from the profile itself.
+                from solver.fit_queue import fit_queue_aware
+
+                forms, _fits = fit_queue_aware(profile.T_prefill, profile.T_decode, profile.T_interference)
+                params = dataclasses.replace(params, queue_aware=forms)
+                notes.append("queue-aware: the params have no queue-aware forms; fitted them from --profile")
+            queue_model = QueueAwareModel(params)
     chunk = args.chunk_size if args.chunk_size is not None else StepLatency(profile).max_chunk
     fleet = FleetConfig(
         topology=args.topology,
@@ -141,12 +154,12 @@ def run(args: argparse.Namespace) -> int:
         else:
             lengths = parse_length_spec(args.lengths)
         if args.rates is None:
-            raise SimulateArgumentError("--poisson needs --rates")
+            raise UsageError("--poisson needs --rates")
         base = poisson_workload(args.poisson, 1.0, lengths, seed=args.seed)
     if args.max_requests is not None:
         base = base.head(args.max_requests)
     if args.rates is not None and args.scales is not None:
-        raise SimulateArgumentError("give --rates or --scales, not both")
+        raise UsageError("give --rates or --scales, not both")
     if args.rates is not None:
         workloads = [base.at_rate(r) for r in _numbers(args.rates, "--rates")]
     elif args.scales is not None:
@@ -154,18 +167,24 @@ def run(args: argparse.Namespace) -> int:
     else:
         workloads = [base]
     policies = make_policies(
-        names, model=model, threshold_tokens=args.threshold, max_queue_depth=args.max_prefill_queue
+        names,
+        model=model,
+        queue_model=queue_model,
+        threshold_tokens=args.threshold,
+        max_queue_depth=args.max_prefill_queue,
     )
     out: Path = args.output
     try:  # before the simulation, so an unusable folder does not waste a long run
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise SimulateArgumentError(f"-o {out}: cannot create the output folder ({exc.strerror})") from None
+        raise UsageError(f"-o {out}: cannot create the output folder ({exc.strerror})") from None
     print(
         f"simulating {len(policies)} policies x {len(workloads)} loads, {base.num_requests} requests "
         f"from {base.source}; {fleet.describe()}, chunk {fleet.chunk_size}",
         file=sys.stderr,
     )
+    for note in notes:
+        print(note, file=sys.stderr)
     started = time.perf_counter()
     result = run_sweep(profile, workloads, policies, fleet, prediction, slo, shed=args.shed)
     elapsed = time.perf_counter() - started

@@ -1,4 +1,4 @@
-"""``GET /params``: what is being served, since when, and its break-even load."""
+"""``GET /params``: what is being served (params and decision model), since when, and its break-even load."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ async def get_params(store: StoreDep) -> ParamsResponse:
     p = snapshot.params
     return ParamsResponse(
         params_id=snapshot.params_id,
+        model=snapshot.model.name,
         path=str(snapshot.path),
         loaded_at=snapshot.loaded_at,
         loaded_at_iso=datetime.fromtimestamp(snapshot.loaded_at, tz=UTC).isoformat(),

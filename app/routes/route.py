@@ -1,32 +1,176 @@
-"""``POST /route`` and ``POST /route/batch``: the gateway's per-request decision.
+"""``POST /route`` and ``POST /route/batch``: the gateway's per-request decision, one path each.
 
-Each decision reads the params snapshot once, decides (pure), then records metrics (I/O).
+``decide`` is the pure decision (a parsed request in, the model's breakdown out; a domain
+error raised as ``PdrouteError``). ``RouteEndpoint`` is the one ASGI endpoint around it: it
+reads the body, parses it (pydantic, straight from the bytes, whatever the content-type),
+decides against the params snapshot it read once, records the metrics and encodes the answer
+(``app.route_codec``, derived from the breakdown dataclass). It runs inside the service's one
+middleware stack (``app.middleware``), so an unexpected exception answers the JSON 500.
 
-``/route`` is the hot path. ``RouteHandler.decide`` turns raw request bytes into response
-bytes with its dependencies bound once (FastAPI's per-request dependency solving costs more
-than the decision itself), and validates with pydantic straight from the bytes, whatever the
-content-type. ``app.fastpath`` serves ``POST /route`` through it without FastAPI's router; the
-FastAPI endpoint below calls the same method, documents the contract in OpenAPI, and serves
-when the fast path is switched off (``PDROUTE_FAST_ROUTE=false``).
+FastAPI's router and dependency solving are not on this path: they cost more than the decision
+(measured in ``bench/bench_route.py``), and ``/route`` is called once per LLM request.
+``openapi_paths`` documents both bodies in the service's OpenAPI schema.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import pydantic_core
-from fastapi import APIRouter, HTTPException, Request, Response
-from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ValidationError
+from starlette.types import Receive, Scope, Send
 
+from app.error_body import SCOPE_KEY, send_error
+from app.errors import status_for, validation_error_body
 from app.metrics import Metrics
 from app.params_store import ParamsStore
-from app.schemas import Breakdown, RouteBatchRequest, RouteBatchResponse, RouteRequest, RouteResponse
+from app.route_codec import encoder_for
+from app.schemas import ErrorResponse, RouteBatchRequest, RouteBatchResponse, RouteRequest, RouteResponse
 from app.settings import Settings
-from solver.routing.design import RouteBreakdown
+from solver.errors import PdrouteError
+from solver.routing import DecisionModel, RouteColumns, RouteInputs
 
 JSON = "application/json"
+_JSON_HEADER = (b"content-type", b"application/json")
 M = TypeVar("M", bound=BaseModel)
+
+
+@dataclass(frozen=True)
+class RouteDefaults:
+    """What the service assumes for a request's missing fields (from ``Settings``)."""
+
+    output_len: int  # predicted_output_len when a request omits it
+    ttft_slo_ms: float | None  # PDROUTE_DEFAULT_TTFT_SLO_MS
+    tpot_slo_ms: float | None  # PDROUTE_DEFAULT_TPOT_SLO_MS
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> RouteDefaults:
+        return cls(settings.default_output_len, settings.default_ttft_slo_ms, settings.default_tpot_slo_ms)
+
+
+def route_inputs(req: RouteRequest, defaults: RouteDefaults) -> RouteInputs:
+    """The model's inputs for one parsed request, the service's defaults applied."""
+    ttft = req.ttft_slo_ms
+    tpot = req.tpot_slo_ms
+    return RouteInputs(
+        prompt_len=req.prompt_len,
+        predicted_output_len=req.predicted_output_len or defaults.output_len,
+        system_load=req.system_load,
+        decode_batch_size=req.decode_batch_size,
+        chunk_size=req.chunk_size,
+        prefill_queue_requests=req.prefill_queue_requests,
+        prefill_queue_tokens=req.prefill_queue_tokens,
+        prefill_running_requests=req.prefill_running_requests,
+        prefill_pool_gpus=req.prefill_pool_gpus,
+        pending_prefill_tokens=req.pending_prefill_tokens,
+        decode_pending_prefill_tokens=req.decode_pending_prefill_tokens,
+        colloc_context_tokens=req.colloc_context_tokens,
+        decode_context_tokens=req.decode_context_tokens,
+        cached_prompt_tokens=req.cached_prompt_tokens,
+        ttft_slo_ms=defaults.ttft_slo_ms if ttft is None else ttft,
+        tpot_slo_ms=defaults.tpot_slo_ms if tpot is None else tpot,
+    )
+
+
+def decide(model: DecisionModel, req: RouteRequest, defaults: RouteDefaults) -> tuple[RouteInputs, Any]:
+    """The decision (pure): a parsed request in, the model's inputs and breakdown out.
+
+    Raises ``PdrouteError`` for a request the model cannot decide.
+    """
+    inputs = route_inputs(req, defaults)
+    return inputs, model.decide(inputs)
+
+
+def decide_batch(
+    model: DecisionModel, reqs: list[RouteRequest], defaults: RouteDefaults
+) -> tuple[list[RouteInputs], list[Any]]:
+    """Many decisions in order through the vectorised model (the same answers as ``decide``)."""
+    inputs = [route_inputs(r, defaults) for r in reqs]
+    return inputs, model.decide_many(RouteColumns.from_inputs(inputs)).rows()
+
+
+def parse_body(model: type[M], raw: bytes) -> M:
+    """Validate a raw JSON body; a ``ValidationError``'s locations start with ``body``."""
+    return model.model_validate_json(raw)
+
+
+def _errors(exc: ValidationError) -> list[dict[str, Any]]:
+    return [{**e, "loc": ("body", *e["loc"])} for e in exc.errors(include_url=False)]
+
+
+class RouteEndpoint:
+    """The ASGI endpoint of ``/route`` (or, with ``batch``, ``/route/batch``)."""
+
+    def __init__(self, store: ParamsStore, metrics: Metrics, settings: Settings, *, batch: bool) -> None:
+        self.store = store
+        self.record = metrics.route_recorder()
+        self.defaults = RouteDefaults.from_settings(settings)
+        self.max_batch = settings.max_batch_requests
+        self.path = "/route/batch" if batch else "/route"
+        self.answer = self._answer_batch if batch else self._answer
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        scope["pdroute.handler"] = self.path  # the metrics label, as the router would set it
+        message = await receive()
+        if message["type"] != "http.request":
+            return  # the client went away
+        raw = message.get("body", b"")
+        if message.get("more_body", False):
+            chunks = [raw]
+            while True:
+                message = await receive()
+                if message["type"] != "http.request":
+                    return
+                chunks.append(message.get("body", b""))
+                if not message.get("more_body", False):
+                    break
+            raw = b"".join(chunks)
+        try:
+            body = self.answer(raw, scope)
+        except ValidationError as exc:
+            problem = validation_error_body(_errors(exc))
+            await send_error(scope, send, 422, problem["error"], detail=problem["detail"])
+            return
+        except PdrouteError as exc:
+            await send_error(scope, send, status_for(exc), str(exc), detail=type(exc).__name__)
+            return
+        headers = [_JSON_HEADER, (b"content-length", str(len(body)).encode())]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+    def _answer(self, raw: bytes, scope: Scope) -> bytes:
+        req = RouteRequest.model_validate_json(raw)
+        if req.request_id is not None:
+            scope[SCOPE_KEY] = req.request_id  # an error answer from here on carries it
+        snapshot = self.store.current
+        model = snapshot.model
+        inputs, b = decide(model, req, self.defaults)
+        self.record(b, inputs)
+        return encoder_for(type(b)).encode(b, model.name, snapshot.params_id, req.request_id)
+
+    def _answer_batch(self, raw: bytes, scope: Scope) -> bytes:
+        reqs = RouteBatchRequest.model_validate_json(raw).requests
+        if len(reqs) > self.max_batch:
+            raise ValidationError.from_exception_data(
+                "RouteBatchRequest",
+                [
+                    {
+                        "type": pydantic_core.PydanticCustomError(
+                            "too_long", f"{len(reqs)} items is over the limit of {self.max_batch}"
+                        ),
+                        "loc": ("requests",),
+                        "input": None,
+                    }
+                ],
+            )
+        snapshot = self.store.current
+        model = snapshot.model
+        results = []
+        for req, one, b in zip(reqs, *decide_batch(model, reqs, self.defaults), strict=True):
+            self.record(b, one)
+            results.append(encoder_for(type(b)).to_dict(b, model.name, snapshot.params_id, req.request_id))
+        return pydantic_core.to_json({"results": results, "params_id": snapshot.params_id})
 
 
 def _inline_refs(node: Any, defs: dict[str, Any]) -> Any:
@@ -41,121 +185,46 @@ def _inline_refs(node: Any, defs: dict[str, Any]) -> Any:
     return node
 
 
-def _body_doc(model: type[BaseModel]) -> dict[str, Any]:
-    """The OpenAPI request body of an endpoint that validates its raw body itself."""
-    schema = model.model_json_schema()
-    schema = _inline_refs(schema, schema.pop("$defs", {}))
-    return {"requestBody": {"content": {JSON: {"schema": schema}}, "required": True}}
+def _schema(model: type[BaseModel], mode: str) -> dict[str, Any]:
+    schema = model.model_json_schema(mode=mode)  # type: ignore[arg-type]
+    inlined: dict[str, Any] = _inline_refs(schema, schema.pop("$defs", {}))
+    return inlined
 
 
-def parse_body(model: type[M], raw: bytes) -> M:
-    """Validate a raw JSON body; errors become ``RequestValidationError`` at ``body.<field>``."""
-    try:
-        return model.model_validate_json(raw)
-    except ValidationError as exc:
-        errors = [{**e, "loc": ("body", *e["loc"])} for e in exc.errors(include_url=False)]
-        raise RequestValidationError(errors) from None
+def openapi_paths() -> dict[str, Any]:
+    """The OpenAPI path items of ``/route`` and ``/route/batch`` (bodies, answers, errors)."""
 
+    def content(model: type[BaseModel], mode: str) -> dict[str, Any]:
+        return {"content": {JSON: {"schema": _schema(model, mode)}}}
 
-def _response(b: RouteBreakdown, params_id: str, request_id: str | None) -> RouteResponse:
-    # model_construct: every value comes from the model as a float; validating it again is waste.
-    return RouteResponse.model_construct(
-        decision=b.decision,
-        t_collocated_ms=b.t_collocated_ms,
-        t_disaggregated_ms=b.t_disaggregated_ms,
-        breakdown=Breakdown.model_construct(
-            prefill_ms=b.prefill_ms,
-            transfer_ms=b.transfer_ms,
-            interference_ms=b.interference_ms,
-            decode_collocated_ms=b.decode_collocated_ms,
-            decode_disaggregated_ms=b.decode_disaggregated_ms,
+    errors = {
+        str(code): {"description": why, **content(ErrorResponse, "serialization")}
+        for code, why in (
+            (413, "the request body is over PDROUTE_MAX_BODY_BYTES"),
+            (422, "invalid input; `error` names the field and why"),
+            (500, "an unexpected error, logged with the request_id"),
+        )
+    }
+    paths = {}
+    for path, request, response, summary in (
+        ("/route", RouteRequest, RouteResponse, "Decide one request: collocated or disaggregated, and why."),
+        (
+            "/route/batch",
+            RouteBatchRequest,
+            RouteBatchResponse,
+            "Decide many requests in order (up to PDROUTE_MAX_BATCH_REQUESTS).",
         ),
-        params_id=params_id,
-        request_id=request_id,
-    )
-
-
-def _encode(b: RouteBreakdown, params_id: str, request_id: str | None) -> bytes:
-    """``RouteResponse`` as JSON bytes, serialised by pydantic-core straight from a dict.
-
-    ~10x faster than building the model or ``json.dumps``; same field names and values as
-    ``RouteResponse.model_dump_json`` (a test checks the two agree).
-    """
-    return pydantic_core.to_json(
-        {
-            "decision": b.decision,
-            "t_collocated_ms": b.t_collocated_ms,
-            "t_disaggregated_ms": b.t_disaggregated_ms,
-            "breakdown": {
-                "prefill_ms": b.prefill_ms,
-                "transfer_ms": b.transfer_ms,
-                "interference_ms": b.interference_ms,
-                "decode_collocated_ms": b.decode_collocated_ms,
-                "decode_disaggregated_ms": b.decode_disaggregated_ms,
-            },
-            "params_id": params_id,
-            "request_id": request_id,
+    ):
+        paths[path] = {
+            "post": {
+                "tags": ["route"],
+                "summary": summary,
+                "operationId": path.strip("/").replace("/", "_"),
+                "requestBody": {"required": True, **content(request, "validation")},
+                "responses": {
+                    "200": {"description": "the decision", **content(response, "serialization")},
+                    **errors,
+                },
+            }
         }
-    )
-
-
-class RouteHandler:
-    """Decides ``/route`` and ``/route/batch`` bodies against the store's current snapshot."""
-
-    def __init__(self, store: ParamsStore, metrics: Metrics, settings: Settings) -> None:
-        self.store = store
-        self.record = metrics.route_recorder()
-        self.default_output_len = settings.default_output_len
-        self.max_batch = settings.max_batch_requests
-
-    def decide(self, raw: bytes) -> bytes:
-        """One ``/route`` body in, one JSON response body out (``RequestValidationError`` on bad input)."""
-        body = parse_body(RouteRequest, raw)
-        snapshot = self.store.current
-        b = snapshot.model.explain(
-            body.prompt_len,
-            body.predicted_output_len or self.default_output_len,
-            body.system_load,
-            body.decode_batch_size,
-            body.chunk_size,
-        )
-        self.record(b, body.system_load, body.decode_batch_size)
-        return _encode(b, snapshot.params_id, body.request_id)
-
-    def decide_batch(self, raw: bytes) -> bytes:
-        """A ``/route/batch`` body in order through the vectorised model (same decisions as /route)."""
-        reqs = parse_body(RouteBatchRequest, raw).requests
-        if len(reqs) > self.max_batch:
-            raise HTTPException(422, f"requests: {len(reqs)} items is over the limit of {self.max_batch}")
-        snapshot = self.store.current
-        default_out = self.default_output_len
-        batch = snapshot.model.route_many(
-            [r.prompt_len for r in reqs],
-            [r.predicted_output_len or default_out for r in reqs],
-            [r.system_load for r in reqs],
-            [r.decode_batch_size for r in reqs],
-        )
-        results = []
-        for req, b in zip(reqs, batch.rows(), strict=True):
-            self.record(b, req.system_load, req.decode_batch_size)
-            results.append(_response(b, snapshot.params_id, req.request_id))
-        out = RouteBatchResponse.model_construct(results=results, params_id=snapshot.params_id)
-        return out.model_dump_json().encode()
-
-
-def build_router(handler: RouteHandler) -> APIRouter:
-    router = APIRouter(tags=["route"])
-
-    @router.post("/route", response_model=RouteResponse, openapi_extra=_body_doc(RouteRequest))
-    async def route(request: Request) -> Response:
-        """Decide one request: collocated or disaggregated, with both predicted latencies."""
-        return Response(handler.decide(await request.body()), media_type=JSON)
-
-    @router.post(
-        "/route/batch", response_model=RouteBatchResponse, openapi_extra=_body_doc(RouteBatchRequest)
-    )
-    async def route_batch(request: Request) -> Response:
-        """Decide many requests in order (up to ``PDROUTE_MAX_BATCH_REQUESTS``)."""
-        return Response(handler.decide_batch(await request.body()), media_type=JSON)
-
-    return router
+    return paths

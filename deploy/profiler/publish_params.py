@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from solver.errors import PdrouteError
-from solver.params import load_params
+from solver.params import load_params_and_bytes
 
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 # A ConfigMap holds at most 1 MiB in total (etcd's object limit); leave room for metadata.
@@ -136,10 +136,15 @@ def publish(
     sleep: Callable[[float], None] = time.sleep,
 ) -> str:
     """Validate ``params_path`` and write it into ``configmap[key]``; returns a one-line summary."""
-    params = load_params(params_path)  # InvalidParams (a PdrouteError) on a bad file
-    text = params_path.read_text()
-    if len(text.encode()) > MAX_PARAMS_BYTES:
-        raise PublishError(f"{params_path}: {len(text.encode())} bytes is too large for a ConfigMap")
+    # pdroute's one loader (InvalidParams, a PdrouteError, on a bad file); the bytes it
+    # validated are the bytes published, so the file cannot change in between.
+    params, raw = load_params_and_bytes(params_path)
+    if len(raw) > MAX_PARAMS_BYTES:
+        raise PublishError(f"{params_path}: {len(raw)} bytes is too large for a ConfigMap")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise PublishError(f"{params_path}: not UTF-8 text (a ConfigMap holds UTF-8)") from None
     path = f"/api/v1/namespaces/{api.namespace}/configmaps/{configmap}"
     current = call_with_retries(api, "GET", path, sleep=sleep)
     previous = (current.get("metadata", {}).get("annotations") or {}).get(ANNOTATION_PARAMS_ID, "unknown")

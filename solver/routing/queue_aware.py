@@ -38,11 +38,22 @@ When every prefill GPU is busy, the first frees after about ``t / (G + 1)`` (the
 residual service times), then the queue drains G at a time. The first harm term prices the
 requests that will queue behind this prefill: as many as wait now, each ``T_P(L) / G`` later.
 
-Decision: with ``J = E2E + w * harm``, a path is feasible when its TTFT and TPOT meet the
-request's targets. One feasible path wins; with both, the smaller ``J`` (ties collocate);
-with neither, the smaller worst lateness ``max(TTFT / ttft_slo, TPOT / tpot_slo)`` and
-``meets_slo`` is false (the gateway may shed the request). The reason code names the
-component that favoured the chosen path most (see ``REASONS``).
+Harm is priced by how close its victims run to their targets: the running decodes' share by
+``min(1, TPOT / tpot_slo)`` of the GPU they share, the queued prefills' share by
+``min(1, TTFT_d / ttft_slo)``; without a target the factor is 1 (plain total latency).
+
+Decision: with ``J = E2E + w * harm``, a path is feasible when its predicted TTFT and TPOT
+stay within ``(1 - slo_margin)`` of the request's targets (the margin absorbs the prediction's
+own error: without it, queues settle right at the target and half their requests miss it).
+One feasible path wins; with both, the smaller ``J`` (ties collocate). With neither, the
+request cannot make its targets, ``meets_slo`` is false (the gateway may shed it), and it goes
+where its unpriced harm to others is smaller (ties collocate): it is late either way, so it
+should not also make others late. The reason code names the component that favoured the
+chosen path most (see ``REASONS``).
+
+Defaults chosen in the simulator (docs/decision-model.md): ``w = 0`` (at the usual targets
+any harm weight only moves latency into the tail; with a tight TPOT target ``w = 1`` keeps
+more goodput) and ``slo_margin = 0.1``.
 
 Defaults for inputs not reported (listed in the answer's ``assumed``): no prefill queue
 (q = 0, Q = q * L, r = G if q > 0 else 0, G = 1), nothing pending locally (P = 0), running
@@ -73,9 +84,10 @@ from solver.routing.types import (
 
 NAME = "queue-aware"
 DEFAULT_HARM_WEIGHT = 0.0
+DEFAULT_SLO_MARGIN = 0.1
 
 REASON_SLO_ONLY = "slo_only_feasible"  # only the chosen path meets the targets
-REASON_SLO_NONE = "slo_none_feasible"  # neither does: the lesser lateness
+REASON_SLO_NONE = "slo_none_feasible"  # neither does: sent where it blocks no feasible request
 REASON_PREFILL_QUEUE = "prefill_queue"  # collocated: the prefill pool's wait
 REASON_LOCAL_BACKLOG = "local_backlog"  # disaggregated: prompts already pending on the GPU
 REASON_LOCAL_FASTER = "local_prefill_faster"  # collocated: chunks cost less than prefill + transfer
@@ -126,6 +138,8 @@ class QueueAwareBreakdown:
     cost_disaggregated_ms: float
 
 
+BLOCK = 8192  # requests per block of the vectorised evaluation
+
 _ARRAY_TERMS = (
     "t_collocated_ms",
     "t_disaggregated_ms",
@@ -146,6 +160,21 @@ _ARRAY_TERMS = (
 )
 
 
+def _pressure(predicted_ms: float, target_ms: float) -> float:
+    """How close a request runs to its target, at most 1; 1 without a target."""
+    return 1.0 if target_ms == math.inf else min(1.0, predicted_ms / target_ms)
+
+
+def _pressure_many(predicted_ms: FloatArray, target_ms: FloatArray) -> FloatArray:
+    return np.where(target_ms == math.inf, 1.0, np.minimum(1.0, predicted_ms / target_ms))
+
+
+# Reason index in REASONS by (chosen path: 0 collocated, 1 disaggregated, component).
+_REASON_LOOKUP = np.array(
+    [[REASONS.index(name) for name in _COMPONENT_REASON[path]] for path in (COLLOCATED, DISAGGREGATED)]
+)
+
+
 @dataclass(frozen=True)
 class QueueAwareBatch:
     """Vectorised decisions: one array per term of ``QueueAwareBreakdown``."""
@@ -153,7 +182,7 @@ class QueueAwareBatch:
     is_disaggregated: npt.NDArray[np.bool_]
     meets_slo: npt.NDArray[np.bool_]
     reason_index: npt.NDArray[np.int64]  # into REASONS
-    is_missing: npt.NDArray[np.bool_]  # (len(OPTIONAL_INPUTS), n)
+    optional: dict[str, FloatArray]  # the request's optional inputs (NaN: not reported)
     harm_weight: float
     terms: dict[str, FloatArray]  # every name of _ARRAY_TERMS
 
@@ -162,7 +191,7 @@ class QueueAwareBatch:
 
     def rows(self) -> list[QueueAwareBreakdown]:
         """One breakdown per request, equal to ``decide``'s for the same inputs."""
-        missing_cols = self.is_missing.T.tolist()
+        missing_cols = np.stack([np.isnan(self.optional[name]) for name in OPTIONAL_INPUTS]).T.tolist()
         columns = [self.terms[name].tolist() for name in _ARRAY_TERMS]
         out = []
         for i, (d, ok, reason, miss) in enumerate(
@@ -193,14 +222,23 @@ class QueueAwareModel:
     name = NAME
     reasons = REASONS
 
-    def __init__(self, params: CostModelParams, harm_weight: float = DEFAULT_HARM_WEIGHT) -> None:
+    def __init__(
+        self,
+        params: CostModelParams,
+        harm_weight: float = DEFAULT_HARM_WEIGHT,
+        slo_margin: float = DEFAULT_SLO_MARGIN,
+    ) -> None:
         if params.queue_aware is None:
             raise ValueError("these params carry no queue-aware forms (schema version 1)")
         if not (math.isfinite(harm_weight) and harm_weight >= 0):
             raise ValueError(f"harm_weight: expected a finite number >= 0, got {harm_weight!r}")
+        if not (math.isfinite(slo_margin) and 0 <= slo_margin < 1):
+            raise ValueError(f"slo_margin: expected a number in [0, 1), got {slo_margin!r}")
         self.params = params
         q: QueueAwareParams = params.queue_aware
         self.harm_weight = float(harm_weight)
+        self.slo_margin = float(slo_margin)
+        self._feasible = 1.0 - self.slo_margin  # the largest lateness that counts as meeting a target
         self._pf = float(q.prefill_floor_ms)
         self._p1 = float(q.prefill_ms_per_token)
         self._knee = float(q.prefill_knee_tokens)
@@ -235,6 +273,7 @@ class QueueAwareModel:
         c = float(x.chunk_size)
         h = 0.0 if x.cached_prompt_tokens is None else min(float(x.cached_prompt_tokens), L - 1.0)
         P = 0.0 if x.pending_prefill_tokens is None else float(x.pending_prefill_tokens)
+        Pd = 0.0 if x.decode_pending_prefill_tokens is None else float(x.decode_pending_prefill_tokens)
         K = B * L if x.colloc_context_tokens is None else float(x.colloc_context_tokens)
         Kd = Bd * L if x.decode_context_tokens is None else float(x.decode_context_tokens)
         q = 0.0 if x.prefill_queue_requests is None else float(x.prefill_queue_requests)
@@ -257,43 +296,51 @@ class QueueAwareModel:
         rest = total - (n - 1.0) * c
         f_full = self.chunk_ms(c, B)
         if B > 0.0:
-            ttft_c = n * self.step_ms(B, K) + (n - 1.0) * f_full + self.chunk_ms(rest, B)
+            step = self.step_ms(B, K)
+            in_flight = 0.5 * step
+            ttft_c = in_flight + n * step + (n - 1.0) * f_full + self.chunk_ms(rest, B)
         else:
+            in_flight = 0.0
             ttft_c = self.prefill_ms(u) + (self.prefill_ms(P) if P > 0.0 else 0.0)
-        backlog = ttft_c * (P / total)
+        backlog = in_flight + (ttft_c - in_flight) * (P / total)
         own_c = ttft_c - backlog
-        tpot_c = self.step_ms(B + 1.0, K + L + half_out)
+        tpot_c = self.step_ms(B + 1.0, K + L + half_out) + min(1.0, P / c) * self.chunk_ms(c, B + 1.0)
         e2e_c = ttft_c + (out - 1.0) * tpot_c
-        harm_c = B * u * f_full / c + B * join
+        raw_harm_c = B * u * f_full / c + B * join
 
         # Disaggregated.
         t_prefill = self.prefill_ms(L)
         t_ahead = self.prefill_ms(Q / q) if q > 0.0 else t_prefill
         wait = (t_ahead / (G + 1.0) if r >= G else 0.0) + q * t_ahead / G
         transfer = (L - h) * self._xfer
-        ttft_d = wait + t_prefill + transfer
-        tpot_d = self.step_ms(Bd + 1.0, Kd + L + half_out)
+        remote = t_prefill + transfer
+        ttft_d = wait + remote
+        tpot_d = self.step_ms(Bd + 1.0, Kd + L + half_out) + min(1.0, Pd / c) * self.chunk_ms(c, Bd + 1.0)
         e2e_d = ttft_d + (out - 1.0) * tpot_d
-        harm_d = q * t_prefill / G + Bd * join
+        queue_harm = q * t_prefill / G
+        raw_harm_d = queue_harm + Bd * join
+        # Harm is priced by how close its victims run to their targets (1 without a target).
+        harm_c = _pressure(tpot_c, tpot_slo) * raw_harm_c
+        harm_d = _pressure(ttft_d, ttft_slo) * queue_harm + _pressure(tpot_d, tpot_slo) * (Bd * join)
 
         cost_c = e2e_c + w * harm_c
         cost_d = e2e_d + w * harm_d
         late_c = max(ttft_c / ttft_slo, tpot_c / tpot_slo)
         late_d = max(ttft_d / ttft_slo, tpot_d / tpot_slo)
-        ok_c, ok_d = late_c <= 1.0, late_d <= 1.0
+        ok_c, ok_d = late_c <= self._feasible, late_d <= self._feasible
         if ok_c and ok_d:
             is_disagg = cost_d < cost_c
             diffs = (
                 (
                     backlog - wait,
-                    own_c - (t_prefill + transfer),
+                    own_c - remote,
                     (out - 1.0) * (tpot_c - tpot_d),
                     w * (harm_c - harm_d),
                 )
                 if is_disagg
                 else (
                     wait - backlog,
-                    (t_prefill + transfer) - own_c,
+                    remote - own_c,
                     (out - 1.0) * (tpot_d - tpot_c),
                     w * (harm_d - harm_c),
                 )
@@ -307,7 +354,7 @@ class QueueAwareModel:
         elif ok_c or ok_d:
             is_disagg, reason, meets = ok_d, REASON_SLO_ONLY, True
         else:
-            is_disagg, reason, meets = late_d < late_c, REASON_SLO_NONE, False
+            is_disagg, reason, meets = raw_harm_d < raw_harm_c, REASON_SLO_NONE, False
         return QueueAwareBreakdown(
             decision=DISAGGREGATED if is_disagg else COLLOCATED,
             reason=reason,
@@ -343,30 +390,56 @@ class QueueAwareModel:
         return chunk * (self._i1 + self._i2 * chunk + self._i3 * batch)
 
     def decide_many(self, cols: RouteColumns) -> QueueAwareBatch:
-        """``decide`` for every request of ``cols``, vectorised: the same bits."""
+        """``decide`` for every request of ``cols``, vectorised: the same bits.
+
+        Evaluated in blocks of ``BLOCK`` requests, so that the many intermediate arrays stay in
+        the CPU's cache (several times faster than whole-array passes on a million requests).
+        """
+        n = cols.num_requests
+        terms = {name: np.empty(n) for name in _ARRAY_TERMS}
+        is_disagg = np.empty(n, dtype=np.bool_)
+        meets = np.empty(n, dtype=np.bool_)
+        reason = np.empty(n, dtype=np.int64)
+        for start in range(0, n, BLOCK):
+            end = min(start + BLOCK, n)
+            block = self._decide_block(cols, start, end)
+            is_disagg[start:end], meets[start:end], reason[start:end] = block[0], block[1], block[2]
+            for name, values in block[3].items():
+                terms[name][start:end] = values
+        return QueueAwareBatch(
+            is_disaggregated=is_disagg,
+            meets_slo=meets,
+            reason_index=reason,
+            optional=cols.optional,
+            harm_weight=self.harm_weight,
+            terms=terms,
+        )
+
+    def _decide_block(
+        self, cols: RouteColumns, start: int, end: int
+    ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_], npt.NDArray[np.int64], dict[str, FloatArray]]:
         opt = cols.optional
-        missing = np.stack([np.isnan(opt[name]) for name in OPTIONAL_INPUTS])
 
-        def given(name: str, default: FloatArray) -> FloatArray:
-            v = opt[name]
-            return np.where(np.isnan(v), default, v)
+        def given(name: str, default: FloatArray | float) -> FloatArray:
+            v = opt[name][start:end]
+            return np.where(v != v, default, v)  # NaN: not reported
 
-        L = cols.prompt_len
-        out = cols.predicted_output_len  # O in the docstring
-        B = cols.system_load
-        Bd = cols.decode_batch_size
-        c = cols.chunk_size
-        zero = np.zeros_like(L)
-        h = np.minimum(given("cached_prompt_tokens", zero), L - 1.0)
-        P = given("pending_prefill_tokens", zero)
+        L = cols.prompt_len[start:end]
+        out = cols.predicted_output_len[start:end]  # O in the docstring
+        B = cols.system_load[start:end]
+        Bd = cols.decode_batch_size[start:end]
+        c = cols.chunk_size[start:end]
+        h = np.minimum(given("cached_prompt_tokens", 0.0), L - 1.0)
+        P = given("pending_prefill_tokens", 0.0)
+        Pd = given("decode_pending_prefill_tokens", 0.0)
         K = given("colloc_context_tokens", B * L)
         Kd = given("decode_context_tokens", Bd * L)
-        q = given("prefill_queue_requests", zero)
+        q = given("prefill_queue_requests", 0.0)
         Q = given("prefill_queue_tokens", q * L)
-        G = given("prefill_pool_gpus", np.ones_like(L))
+        G = given("prefill_pool_gpus", 1.0)
         r = given("prefill_running_requests", np.where(q > 0.0, G, 0.0))
-        ttft_slo = given("ttft_slo_ms", np.full_like(L, math.inf))
-        tpot_slo = given("tpot_slo_ms", np.full_like(L, math.inf))
+        ttft_slo = given("ttft_slo_ms", math.inf)
+        tpot_slo = given("tpot_slo_ms", math.inf)
         w = self.harm_weight
         half_out = 0.5 * out
         join = (out - 1.0) * (self._a1 + self._a2 * (L + half_out))
@@ -376,54 +449,67 @@ class QueueAwareModel:
         n = np.ceil(total / c)
         rest = total - (n - 1.0) * c
         f_full = self._chunk_many(c, B)
-        chunked = n * self._step_many(B, K) + (n - 1.0) * f_full + self._chunk_many(rest, B)
+        step = self._step_many(B, K)
+        is_busy = B > 0.0
+        in_flight = np.where(is_busy, 0.5 * step, 0.0)
+        chunked = in_flight + n * step + (n - 1.0) * f_full + self._chunk_many(rest, B)
         idle = self._prefill_many(u) + np.where(P > 0.0, self._prefill_many(P), 0.0)
-        ttft_c = np.where(B > 0.0, chunked, idle)
-        backlog = ttft_c * (P / total)
+        ttft_c = np.where(is_busy, chunked, idle)
+        backlog = in_flight + (ttft_c - in_flight) * (P / total)
         own_c = ttft_c - backlog
-        tpot_c = self._step_many(B + 1.0, K + L + half_out)
+        tpot_c = self._step_many(B + 1.0, K + L + half_out) + np.minimum(1.0, P / c) * self._chunk_many(
+            c, B + 1.0
+        )
         e2e_c = ttft_c + (out - 1.0) * tpot_c
-        harm_c = B * u * f_full / c + B * join
+        raw_harm_c = B * u * f_full / c + B * join
 
         t_prefill = self._prefill_many(L)
         with np.errstate(divide="ignore", invalid="ignore"):
             t_ahead = np.where(q > 0.0, self._prefill_many(Q / q), t_prefill)
         wait = np.where(r >= G, t_ahead / (G + 1.0), 0.0) + q * t_ahead / G
         transfer = (L - h) * self._xfer
-        ttft_d = wait + t_prefill + transfer
-        tpot_d = self._step_many(Bd + 1.0, Kd + L + half_out)
+        remote = t_prefill + transfer
+        ttft_d = wait + remote
+        tpot_d = self._step_many(Bd + 1.0, Kd + L + half_out) + np.minimum(1.0, Pd / c) * self._chunk_many(
+            c, Bd + 1.0
+        )
         e2e_d = ttft_d + (out - 1.0) * tpot_d
-        harm_d = q * t_prefill / G + Bd * join
+        queue_harm = q * t_prefill / G
+        raw_harm_d = queue_harm + Bd * join
+        harm_c = _pressure_many(tpot_c, tpot_slo) * raw_harm_c
+        harm_d = _pressure_many(ttft_d, ttft_slo) * queue_harm + _pressure_many(tpot_d, tpot_slo) * (
+            Bd * join
+        )
 
         cost_c = e2e_c + w * harm_c
         cost_d = e2e_d + w * harm_d
         late_c = np.maximum(ttft_c / ttft_slo, tpot_c / tpot_slo)
         late_d = np.maximum(ttft_d / ttft_slo, tpot_d / tpot_slo)
-        ok_c, ok_d = late_c <= 1.0, late_d <= 1.0
+        ok_c, ok_d = late_c <= self._feasible, late_d <= self._feasible
         both = ok_c & ok_d
+        either = ok_c | ok_d
         by_cost = cost_d < cost_c
-        is_disagg = np.where(both, by_cost, np.where(ok_c | ok_d, ok_d, late_d < late_c))
+        is_disagg = np.where(both, by_cost, np.where(either, ok_d, raw_harm_d < raw_harm_c))
+        # The component favouring the chosen path most; the first of equals, as decide's loop.
         sign = np.where(by_cost, 1.0, -1.0)
-        diffs = np.stack(
+        best_val = sign * (backlog - wait)
+        best = np.zeros(L.shape, dtype=np.int64)
+        for k, diff in enumerate(
             (
-                sign * (backlog - wait),
-                sign * (own_c - (t_prefill + transfer)),
+                sign * (own_c - remote),
                 sign * ((out - 1.0) * (tpot_c - tpot_d)),
                 sign * (w * (harm_c - harm_d)),
-            )
-        )
-        component = np.argmax(diffs, axis=0)
-        lookup = np.array(
-            [
-                [REASONS.index(name) for name in _COMPONENT_REASON[path]]
-                for path in (COLLOCATED, DISAGGREGATED)
-            ]
-        )
+            ),
+            start=1,
+        ):
+            better = diff > best_val
+            best = np.where(better, k, best)
+            best_val = np.where(better, diff, best_val)
         reason = np.where(
             both,
-            lookup[by_cost.astype(np.int64), component],
-            np.where(ok_c | ok_d, REASONS.index(REASON_SLO_ONLY), REASONS.index(REASON_SLO_NONE)),
-        ).astype(np.int64)
+            _REASON_LOOKUP[by_cost.astype(np.int64), best],
+            np.where(either, REASONS.index(REASON_SLO_ONLY), REASONS.index(REASON_SLO_NONE)),
+        )
         terms = {
             "t_collocated_ms": e2e_c,
             "t_disaggregated_ms": e2e_d,
@@ -442,11 +528,4 @@ class QueueAwareModel:
             "cost_collocated_ms": cost_c,
             "cost_disaggregated_ms": cost_d,
         }
-        return QueueAwareBatch(
-            is_disaggregated=np.asarray(is_disagg, dtype=np.bool_),
-            meets_slo=ok_c | ok_d,
-            reason_index=reason,
-            is_missing=missing,
-            harm_weight=w,
-            terms=terms,
-        )
+        return is_disagg, either, reason, terms

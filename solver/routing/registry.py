@@ -23,7 +23,11 @@ def default_model_name(params: CostModelParams) -> str:
 
 
 def build_model(
-    name: str, params: CostModelParams, *, harm_weight: float = queue_aware.DEFAULT_HARM_WEIGHT
+    name: str,
+    params: CostModelParams,
+    *,
+    harm_weight: float = queue_aware.DEFAULT_HARM_WEIGHT,
+    slo_margin: float = queue_aware.DEFAULT_SLO_MARGIN,
 ) -> DecisionModel:
     """The model called ``name`` (or ``auto``: ``default_model_name``) on ``params``.
 
@@ -39,7 +43,7 @@ def build_model(
                 "model queue-aware: these params have no queue_aware forms (schema_version 1); "
                 "refit them with `pdroute fit` or serve the design model"
             )
-        return queue_aware.QueueAwareModel(params, harm_weight=harm_weight)
+        return queue_aware.QueueAwareModel(params, harm_weight=harm_weight, slo_margin=slo_margin)
     raise InvalidParams(f"model {name!r}: unknown (one of {', '.join((AUTO, *MODEL_NAMES))})")
 
 

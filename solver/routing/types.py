@@ -39,6 +39,7 @@ OPTIONAL_INPUTS = (
     "prefill_running_requests",
     "prefill_pool_gpus",
     "pending_prefill_tokens",
+    "decode_pending_prefill_tokens",
     "colloc_context_tokens",
     "decode_context_tokens",
     "cached_prompt_tokens",
@@ -60,9 +61,8 @@ class RouteInputs:
     prefill_queue_tokens: int | None = None  # their prompt tokens
     prefill_running_requests: int | None = None  # prefills in progress on the pool
     prefill_pool_gpus: int | None = None  # prefill GPUs sharing that queue
-    pending_prefill_tokens: int | None = (
-        None  # prompt tokens admitted to the collocation GPU, not yet prefilled
-    )
+    pending_prefill_tokens: int | None = None  # prompt tokens on the collocation GPU not yet prefilled
+    decode_pending_prefill_tokens: int | None = None  # the same on the decode GPU (its local prefills)
     colloc_context_tokens: int | None = None  # KV tokens of the decodes running on the collocation GPU
     decode_context_tokens: int | None = None  # KV tokens of the decodes running on the decode GPU
     cached_prompt_tokens: int | None = None  # prompt tokens already in the decode GPU's prefix cache

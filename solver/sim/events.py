@@ -178,11 +178,12 @@ class RunState:
             pending = colloc.pending_prefill_tokens
             waiting = len(colloc.waiting)
         if target is colloc:
-            batch, target_kv = load, colloc_kv
+            batch, target_kv, target_pending = load, colloc_kv, pending
         elif target is not None:
             batch, target_kv = target.num_decoding, target.context_tokens(t)
+            target_pending = target.pending_prefill_tokens
         else:
-            batch = target_kv = 0
+            batch = target_kv = target_pending = 0
         num_prefill = self.fleet.num_prefill
         view = RouteView(
             self.prompt[rid],
@@ -195,6 +196,7 @@ class RunState:
             pending,
             waiting,
             target_kv,
+            target_pending,
             self.prefill_queue_tokens,
             num_prefill - len(self.prefill_free),
             self.prefill_inflight_tokens,

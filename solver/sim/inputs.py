@@ -8,8 +8,9 @@ Every optional input is reported (the simulator knows them all), so the model as
 | prefill_queue_requests | prefill_queue_depth |
 | prefill_queue_tokens | prefill_queue_tokens |
 | prefill_running_requests | prefill_inflight |
-| prefill_pool_gpus | num_prefill_gpus |
+| prefill_pool_gpus | num_prefill_gpus (at least 1: without prefill GPUs no policy is asked) |
 | pending_prefill_tokens | colloc_pending_prefill_tokens |
+| decode_pending_prefill_tokens | decode_pending_prefill_tokens |
 | colloc_context_tokens / decode_context_tokens | the same names |
 | cached_prompt_tokens | 0: the simulator has no prefix cache |
 | ttft_slo_ms / tpot_slo_ms | the run's SLO (None when infinite: no target) |
@@ -18,9 +19,12 @@ Every optional input is reported (the simulator knows them all), so the model as
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 from solver.routing.types import RouteInputs
-from solver.sim.policies import RouteView
+
+if TYPE_CHECKING:  # policies.py builds its model policies on route_inputs
+    from solver.sim.policies import RouteView
 
 
 def _target(ms: float) -> float | None:
@@ -38,8 +42,9 @@ def route_inputs(view: RouteView) -> RouteInputs:
         prefill_queue_requests=view.prefill_queue_depth,
         prefill_queue_tokens=view.prefill_queue_tokens,
         prefill_running_requests=view.prefill_inflight,
-        prefill_pool_gpus=view.num_prefill_gpus,
+        prefill_pool_gpus=max(view.num_prefill_gpus, 1),
         pending_prefill_tokens=view.colloc_pending_prefill_tokens,
+        decode_pending_prefill_tokens=view.decode_pending_prefill_tokens,
         colloc_context_tokens=view.colloc_context_tokens,
         decode_context_tokens=view.decode_context_tokens,
         cached_prompt_tokens=0,

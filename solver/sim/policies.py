@@ -16,6 +16,9 @@ Policies (names as on the command line):
   ``max_local_prefill_length`` and ``max_prefill_queue_size``).
 - ``cost-model``: pdroute's ``AnalyticalCostModel.explain`` with the live ``system_load`` and
   ``decode_batch_size``; it predicts the chosen path's latency (``CostModelPolicy``).
+- ``queue-aware``: pdroute's queue-, harm- and SLO-aware model (``QueueAwareModel``) on
+  every signal of the view; it predicts the chosen path's TTFT and end-to-end latency and
+  answers infeasible when no path meets the run's SLO (``QueueAwarePolicy``).
 - ``best-static`` (sweeps only, ``solver.sim.hindsight``): the best of a grid of the rules
   above, chosen per load with hindsight.
 
@@ -33,9 +36,11 @@ from typing import NamedTuple, Protocol
 
 from solver.errors import InvalidSimConfig
 from solver.routing.design import AnalyticalCostModel
+from solver.routing.queue_aware import QueueAwareModel
 from solver.routing.types import COLLOCATED, DISAGGREGATED, Decision
+from solver.sim.inputs import route_inputs
 
-POLICY_NAMES = ("collocated", "disaggregated", "threshold", "threshold-queue", "cost-model")
+POLICY_NAMES = ("collocated", "disaggregated", "threshold", "threshold-queue", "cost-model", "queue-aware")
 
 
 class RouteView(NamedTuple):
@@ -63,6 +68,8 @@ class RouteView(NamedTuple):
     colloc_pending_prefill_tokens: int = 0
     colloc_num_waiting: int = 0  # requests waiting for a batch slot there (prefills and transfers)
     decode_context_tokens: int = 0  # KV tokens of the decode target's running decodes
+    # Prompt tokens pending local prefill on the decode target (as on the collocation GPU).
+    decode_pending_prefill_tokens: int = 0
     prefill_queue_tokens: int = 0  # prompt tokens of the requests waiting for a prefill GPU
     prefill_inflight: int = 0  # prefills running now on prefill GPUs
     prefill_inflight_tokens: int = 0  # their prompt tokens
@@ -184,10 +191,30 @@ class CostModelPolicy:
         return PolicyAnswer(b.decision, b.prefill_ms + b.interference_ms, b.t_collocated_ms)
 
 
+class QueueAwarePolicy:
+    """``QueueAwareModel.decide`` on the gateway's view: the chosen path's predicted TTFT and
+    end-to-end latency, infeasible when the model finds no path meeting the targets."""
+
+    def __init__(self, model: QueueAwareModel, name: str = "queue-aware") -> None:
+        self.model = model
+        self._name = name
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    def decide(self, view: RouteView) -> PolicyAnswer:
+        b = self.model.decide(route_inputs(view))
+        if b.decision == DISAGGREGATED:
+            return PolicyAnswer(b.decision, b.ttft_disaggregated_ms, b.t_disaggregated_ms, not b.meets_slo)
+        return PolicyAnswer(b.decision, b.ttft_collocated_ms, b.t_collocated_ms, not b.meets_slo)
+
+
 def make_policy(
     name: str,
     *,
     model: AnalyticalCostModel | None = None,
+    queue_model: QueueAwareModel | None = None,
     threshold_tokens: int = 1000,
     max_queue_depth: int = 2,
 ) -> Policy:
@@ -204,6 +231,12 @@ def make_policy(
         if model is None:
             raise InvalidSimConfig("policy cost-model needs the cost model's params (--params)")
         return CostModelPolicy(model)
+    if name == "queue-aware":
+        if queue_model is None:
+            raise InvalidSimConfig(
+                "policy queue-aware needs params with the queue-aware forms (--params, schema version 2)"
+            )
+        return QueueAwarePolicy(queue_model)
     if name == BEST_STATIC:
         raise InvalidSimConfig(f"{BEST_STATIC} is a sweep of rules, not one policy: use make_policies")
     raise InvalidSimConfig(f"unknown policy {name!r} (one of {', '.join(SWEEP_NAMES)}, or all)")

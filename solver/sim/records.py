@@ -38,6 +38,7 @@ VIEW_ROW = (
     "colloc_pending_prefill_tokens",
     "colloc_num_waiting",
     "decode_context_tokens",
+    "decode_pending_prefill_tokens",
     "prefill_queue_tokens",
     "prefill_inflight",
     "prefill_inflight_tokens",
@@ -77,6 +78,7 @@ class SimRecords:
     colloc_pending_prefill_tokens: IntArray
     colloc_num_waiting: IntArray
     decode_context_tokens: IntArray
+    decode_pending_prefill_tokens: IntArray
     prefill_queue_tokens: IntArray
     prefill_inflight: IntArray
     prefill_inflight_tokens: IntArray

@@ -31,6 +31,7 @@ import numpy.typing as npt
 from solver.errors import InvalidSimConfig
 from solver.profile_result import ProfileResult
 from solver.routing.design import AnalyticalCostModel
+from solver.routing.queue_aware import QueueAwareModel
 from solver.sim.events import ClusterSimulation
 from solver.sim.fleet import FleetConfig
 from solver.sim.hindsight import STATIC_RULES, BestStatic, StaticRuns, best_static_metrics
@@ -68,6 +69,7 @@ def make_policies(
     names: Sequence[str],
     *,
     model: AnalyticalCostModel | None = None,
+    queue_model: QueueAwareModel | None = None,
     threshold_tokens: int = 1000,
     max_queue_depth: int = 2,
 ) -> list[SweepEntry]:
@@ -77,7 +79,11 @@ def make_policies(
         BestStatic().including(threshold_tokens, max_queue_depth)
         if name == BEST_STATIC
         else make_policy(
-            name, model=model, threshold_tokens=threshold_tokens, max_queue_depth=max_queue_depth
+            name,
+            model=model,
+            queue_model=queue_model,
+            threshold_tokens=threshold_tokens,
+            max_queue_depth=max_queue_depth,
         )
         for name in names
     ]

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from app.cli import main
-from app.params_store import read_params_file
 from solver.fit import fit_profile
+from solver.params import load_params
 from solver.profile_io import load_profile
 from solver.profile_result import QUICK_GRIDS
 
@@ -34,7 +34,7 @@ def test_quick_profile_of_the_tiny_preset_into_pt_then_params(
     params_path = tmp_path / "params.json"
     assert main(["fit", str(out), "-o", str(params_path)]) == 0
     # The service's own reader accepts the params.json fitted from a CPU profile.
-    params = read_params_file(params_path)
+    params = load_params(params_path)
     assert params == fit_profile(profile)[0] and params.metadata.source == "torch-profiler"
 
 

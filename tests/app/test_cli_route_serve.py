@@ -17,7 +17,8 @@ import httpx
 import pytest
 
 from app.cli import main
-from solver.params import params_from_dict
+from solver.params import load_params, params_from_dict
+from solver.routing import QueueAwareModel, RouteInputs
 from solver.routing.design import AnalyticalCostModel
 from tests.app.conftest import ServeProcess
 from tests.conftest import TEST_PARAMS, write_params
@@ -54,6 +55,71 @@ def test_route_errors_are_one_line(extra: list[str], needle: str) -> None:
     assert r.returncode == 2
     assert r.stderr.strip().count("\n") == 0, r.stderr
     assert needle in r.stderr and "Traceback" not in r.stderr
+
+
+def test_route_takes_the_optional_inputs_and_the_model(
+    queue_aware_params_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    state = {
+        "prefill_queue_requests": 4,
+        "prefill_pool_gpus": 2,
+        "cached_prompt_tokens": 64,
+        "ttft_slo_ms": 900.0,
+    }
+    flags = [f"--{k.replace('_', '-')}={v}" for k, v in state.items()]
+    base = ["route", "--prompt-len", "1024", "--output-len", "200", "--system-load", "8"]
+    assert main([*base, *flags, "--params", str(queue_aware_params_file), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    model = QueueAwareModel(load_params(queue_aware_params_file))
+    b = model.decide(RouteInputs(1024, 200, 8, **state))  # type: ignore[arg-type]
+    assert out["model"] == "queue-aware" and out["decision"] == b.decision and out["reason"] == b.reason
+    assert out["breakdown"]["prefill_wait_ms"] == b.prefill_wait_ms
+    assert out["assumed"] == list(b.assumed) and "prefill_queue_requests" not in out["assumed"]
+    assert main([*base, "--params", str(queue_aware_params_file), "--model", "design"]) == 0
+    table = capsys.readouterr().out
+    assert "design" in table and "interference_ms" in table
+
+
+@pytest.mark.parametrize(
+    ("extra", "needle"),
+    [
+        (["--prefill-pool-gpus", "0"], "--prefill-pool-gpus: must be >= 1, got 0"),
+        (["--cached-prompt-tokens", "6"], "--cached-prompt-tokens: Value error, must be <= prompt_len (5)"),
+        (["--ttft-slo-ms", "0"], "--ttft-slo-ms: must be > 0"),
+        (["--tpot-slo-ms", "inf"], "--tpot-slo-ms"),
+        (["--prompt-len", "99999999999"], "--prompt-len: must be <= 16777216"),
+        (["--harm-weight", "-1"], "--harm-weight: must be a finite number >= 0"),
+        (["--model", "queue-aware"], "no queue_aware forms"),
+    ],
+)
+def test_route_new_argument_errors_are_one_line(params_file: Path, extra: list[str], needle: str) -> None:
+    base = ["--prompt-len", "5", "--output-len", "1", "--system-load", "0", "--params", str(params_file)]
+    r = subprocess.run([sys.executable, "-m", "app", "route", *base, *extra], capture_output=True, text=True)
+    assert r.returncode == 2
+    assert r.stderr.strip().count("\n") == 0, r.stderr
+    assert needle in r.stderr and "Traceback" not in r.stderr
+
+
+def test_serve_refuses_params_without_the_chosen_models_forms(params_file: Path) -> None:
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "app",
+            "serve",
+            "--params",
+            str(params_file),
+            "--port",
+            "1",
+            "--model",
+            "queue-aware",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 2
+    assert r.stderr.strip().count("\n") == 0 and "no queue_aware forms" in r.stderr, r.stderr
 
 
 @pytest.mark.parametrize(
@@ -139,19 +205,19 @@ def test_sighup_with_workers_and_a_bad_file_keeps_serving(
     ],
     ids=["directory", "fifo", "huge-integer", "deep-nesting"],
 )
-@pytest.mark.parametrize("command", ["serve", "route"])
+@pytest.mark.parametrize("command", ["serve", "route", "plot"])
 def test_unusual_params_files_are_one_line_errors(
     tmp_path: Path, make: Callable[[Path], Any], needle: str, command: str
 ) -> None:
     path = tmp_path / "params.json"
     make(path)
-    args = (
-        ["--port", "1"]
-        if command == "serve"
-        else ["--prompt-len", "5", "--output-len", "1", "--system-load", "0"]
-    )
+    args = {
+        "serve": ["--params", str(path), "--port", "1"],
+        "route": ["--params", str(path), "--prompt-len", "5", "--output-len", "1", "--system-load", "0"],
+        "plot": [str(path), "-o", str(tmp_path / "plots")],
+    }[command]
     r = subprocess.run(
-        [sys.executable, "-m", "app", command, "--params", str(path), *args],
+        [sys.executable, "-m", "app", command, *args],
         capture_output=True,
         text=True,
         timeout=60,

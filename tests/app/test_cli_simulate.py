@@ -65,7 +65,8 @@ def test_simulate_trace_all_policies(
         ]
     )
     assert code == 0
-    printed = capsys.readouterr().out
+    captured = capsys.readouterr()
+    printed = captured.out
     for name in SWEEP_NAMES:
         assert name in printed
     assert "prediction error" in printed
@@ -83,11 +84,12 @@ def test_simulate_trace_all_policies(
     best = [r for r in results if r["policy"] == "best-static"]
     assert len(best) == 2 and all(r["label"] == f"best-static[{r['setting']}]" for r in best)
     assert all(r["label"] in printed for r in best)
-    for r in results:  # only the cost model predicts; no policy here sheds
-        assert (r["ttft_error"] is None) == (r["policy"] != "cost-model")
+    for r in results:  # only the two models predict; no policy here sheds
+        assert (r["ttft_error"] is None) == (r["policy"] not in ("cost-model", "queue-aware"))
         assert r["share_shed"] == 0.0
     err = by_policy[("cost-model", 2.0)]["e2e_error"]
     assert err["num_predicted"] == 150 and err["p90_abs_ms"] >= err["median_abs_ms"] >= 0
+    assert "fitted them from --profile" in captured.err  # the test params are schema version 1
     assert doc["settings"]["shed"] is False
     assert doc["settings"]["fleet"]["num_decode"] == 2
     assert doc["settings"]["fleet"]["chunk_size"] == 512  # the largest profiled chunk

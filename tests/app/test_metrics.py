@@ -31,15 +31,23 @@ def value(m: dict[tuple[str, tuple[tuple[str, str], ...]], float], name: str, **
     return m.get((name, tuple(sorted(labels.items()))), 0.0)
 
 
+def total(m: dict[tuple[str, tuple[tuple[str, str], ...]], float], name: str, **labels: str) -> float:
+    """The sum of every sample of ``name`` whose labels include ``labels``."""
+    want = set(labels.items())
+    return sum(v for (n, ls), v in m.items() if n == name and want <= set(ls))
+
+
 def test_metrics_move_with_traffic(make_server: Callable[..., LiveServer], params_file: Path) -> None:
     now = [1_800_000_000.0]
     server = make_server(params_path=params_file, watch_params=False, clock=lambda: now[0])
     requests = [(L, load) for L in (10, 500, 4000) for load in (0, 2, 8, 40)]
     expected = {"collocated": 0, "disaggregated": 0}
+    by_reason: dict[tuple[str, str], int] = {}
     saving = 0.0
     for L, load in requests:
         b = MODEL.explain(L, 200, load)
         expected[b.decision] += 1
+        by_reason[(b.decision, b.reason)] = by_reason.get((b.decision, b.reason), 0) + 1
         saving += b.saving_ms / 1000
     with server.client() as c:
         before = scrape(c)
@@ -50,8 +58,10 @@ def test_metrics_move_with_traffic(make_server: Callable[..., LiveServer], param
         after = scrape(c)
 
     for decision, n in expected.items():
-        assert value(before, "pdroute_route_decisions_total", decision=decision) == 0
-        assert value(after, "pdroute_route_decisions_total", decision=decision) == n
+        assert total(before, "pdroute_route_decisions_total", decision=decision) == 0
+        assert total(after, "pdroute_route_decisions_total", decision=decision) == n
+    for (decision, reason), n in by_reason.items():
+        assert value(after, "pdroute_route_decisions_total", decision=decision, reason=reason) == n
     assert value(after, "pdroute_http_requests_total", handler="/route", code="200") == len(requests)
     assert value(after, "pdroute_http_requests_total", handler="/route", code="422") == 1
     assert value(after, "pdroute_http_request_duration_seconds_count", handler="/route") == len(requests) + 1
@@ -68,6 +78,7 @@ def test_metrics_move_with_traffic(make_server: Callable[..., LiveServer], param
     labels = dict(next(iter(info))[1])
     assert labels["params_id"] == MODEL.params.params_id
     assert labels["model"] == "test-model" and labels["hardware"] == "test-gpu"
+    assert labels["decision_model"] == "design"  # the test params are schema 1
     created = value(after, "pdroute_params_created_timestamp_seconds")
     assert created == 1767225600.0  # 2026-01-01T00:00:00Z from the metadata
     assert value(after, "pdroute_params_age_seconds") == now[0] - created

@@ -18,9 +18,9 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from app.metrics import Metrics
-from app.params_store import MAX_PARAMS_FILE_BYTES, LoadedParams, ParamsStore, read_params_file
+from app.params_store import LoadedParams, ParamsStore
 from app.reload import install_sighup, remove_sighup, watch_params_file
-from solver.errors import InvalidParams
+from solver.params import MAX_PARAMS_FILE_BYTES
 from tests.app.conftest import LiveServer, ServeProcess
 from tests.conftest import TEST_PARAMS, write_params
 
@@ -318,16 +318,6 @@ def test_a_permission_change_is_a_new_version(params_file: Path) -> None:
         before.st_size,
     )
     assert store.file_signature() != store.signature
-
-
-def test_an_unreadable_file_is_refused_with_the_reason(params_file: Path, monkeypatch: Any) -> None:
-    # Simulated: as root, permissions do not stop a read.
-    def denied(*args: Any, **kwargs: Any) -> int:
-        raise PermissionError(13, "Permission denied")
-
-    monkeypatch.setattr(os, "open", denied)  # the one os.open of read_params_file
-    with pytest.raises(InvalidParams, match=r"params\.json: cannot read \(Permission denied\)"):
-        read_params_file(params_file)
 
 
 def test_a_burst_of_sighups_is_one_reload(params_file: Path) -> None:

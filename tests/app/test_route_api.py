@@ -8,9 +8,10 @@ from typing import Any
 import httpx
 import pytest
 
-from app.routes.route import _encode, _response
+from app.route_codec import encoder_for
 from app.schemas import RouteResponse
 from solver.params import params_from_dict
+from solver.routing import term_names
 from solver.routing.design import AnalyticalCostModel
 from tests.app.conftest import LiveServer
 from tests.conftest import TEST_PARAMS
@@ -18,11 +19,10 @@ from tests.conftest import TEST_PARAMS
 MODEL = AnalyticalCostModel(params_from_dict(TEST_PARAMS))
 
 
-@pytest.fixture(params=[True, False], ids=["fast-path", "fastapi-route"])
-def any_server(request: pytest.FixtureRequest, make_server: Any, params_file: Any) -> LiveServer:
-    """The service with and without the /route fast path: both must answer identically."""
-    server: LiveServer = make_server(params_path=params_file, watch_params=False, fast_route=request.param)
-    return server
+@pytest.fixture
+def any_server(live_server: LiveServer) -> LiveServer:
+    """The service (one /route path: the name is kept for the tests written against two)."""
+    return live_server
 
 
 def test_route_matches_the_cost_model(any_server: LiveServer) -> None:
@@ -46,6 +46,11 @@ def test_route_matches_the_cost_model(any_server: LiveServer) -> None:
     }
     assert body["params_id"] == MODEL.params.params_id
     assert body["request_id"] == "abc"
+    # The test params are schema 1: the design's model decides, assuming nothing.
+    assert body["model"] == "design"
+    assert body["reason"] == expected.reason
+    assert body["assumed"] == []
+    assert "meets_slo" not in body
 
 
 def test_route_defaults(make_server: Any, params_file: Any) -> None:
@@ -148,11 +153,9 @@ def test_bad_batch_inputs(live_server: LiveServer) -> None:
     assert not_list.status_code == 422 and "requests" in not_list.json()["error"]
 
 
-@pytest.mark.parametrize("fast_route", [True, False])
-def test_oversized_bodies_are_refused(make_server: Any, params_file: Any, fast_route: bool) -> None:
-    server = make_server(
-        params_path=params_file, watch_params=False, max_body_bytes=4096, fast_route=fast_route
-    )
+@pytest.mark.parametrize("path", ["/route", "/route/batch", "/plan"])
+def test_oversized_bodies_are_refused(make_server: Any, params_file: Any, path: str) -> None:
+    server = make_server(params_path=params_file, watch_params=False, max_body_bytes=4096)
     big = b'{"prompt_len": 1, "system_load": 1, "request_id": "' + b"x" * 8000 + b'"}'
 
     def chunks() -> Any:
@@ -160,12 +163,13 @@ def test_oversized_bodies_are_refused(make_server: Any, params_file: Any, fast_r
         yield big[3000:]
 
     with server.client() as client:
-        declared = client.post("/route", content=big)
-        streamed = client.post("/route", content=chunks())  # chunked: no content-length
+        declared = client.post(path, content=big)
+        streamed = client.post(path, content=chunks())  # chunked: no content-length
         after = client.post("/route", json=GOOD)
     for r in (declared, streamed):
         assert r.status_code == 413
         assert "larger than the limit of 4096 bytes" in r.json()["error"]
+        assert r.json()["request_id"] == r.headers["x-request-id"]
     assert after.status_code == 200
 
 
@@ -198,10 +202,10 @@ def test_openapi_documents_route_bodies(live_server: LiveServer) -> None:
     assert set(body["required"]) == {"prompt_len", "system_load"}
 
 
-def test_fast_encoding_equals_the_response_model() -> None:
+def test_encoding_is_derived_from_the_breakdown_and_valid_against_the_schema() -> None:
     for L, load in [(1, 0), (1000, 8), (123457, 999)]:
         b = MODEL.explain(L, 200, load)
-        fast = json.loads(_encode(b, "abc", "r1"))
-        model = json.loads(_response(b, "abc", "r1").model_dump_json())
-        assert fast == model
-        assert RouteResponse.model_validate(fast).decision == b.decision
+        answer = json.loads(encoder_for(type(b)).encode(b, "design", "abc", "r1"))
+        assert list(answer["breakdown"]) == list(term_names(type(b)))
+        assert answer["breakdown"] == {n: getattr(b, n) for n in term_names(type(b))}
+        assert RouteResponse.model_validate(answer).decision == b.decision

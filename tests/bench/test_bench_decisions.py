@@ -53,9 +53,9 @@ def test_bench_runs_on_a_poisson_load_when_the_trace_is_missing(
             summary = load["candidate"]
             assert summary["best_rule"] in names[:4]
             best = {p["policy"]: p for p in load["policies"]}
-            expected = best["cost-model"]["goodput_rps"] / best["best-static"]["goodput_rps"]
+            expected = best["queue-aware"]["goodput_rps"] / best["best-static"]["goodput_rps"]
             assert summary["goodput_vs_best_static"] == pytest.approx(expected)
-            assert summary["ttft_err_p50_pct"] is not None  # the cost model predicts
+            assert summary["ttft_err_p50_pct"] is not None  # the queue-aware model predicts
     # One process gives the same figures as two.
     serial = tmp_path / "serial.json"
     assert main([*args[:-4], "--json", str(serial)]) == 0

@@ -71,6 +71,7 @@ def test_share_disaggregated_and_outcomes(dashboard: dict[str, Any]) -> None:
     exprs = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
     assert any('decision="disaggregated"' in e and "/" in e for e in exprs), "no share disaggregated"
     assert any("sum by (decision)" in e and "pdroute_route_decisions_total" in e for e in exprs)
+    assert any("sum by (decision, reason)" in e and "pdroute_route_decisions_total" in e for e in exprs)
     assert any("sum by (trigger, outcome)" in e for e in exprs), "reloads not split by outcome"
     quantiles = {
         q

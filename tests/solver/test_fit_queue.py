@@ -82,11 +82,17 @@ def test_nonneg_lstsq_matches_a_brute_force_search() -> None:
         assert float(((x @ trial - y) ** 2).sum()) >= sse - 1e-9
 
 
-def test_a_falling_prefill_table_cannot_be_fitted() -> None:
+def test_a_falling_prefill_table_falls_back_to_the_design_slope() -> None:
     prefill = {64: 10.0, 128: 9.0, 256: 8.0}
     _p, decode, chunk = _tables(9.0, 0.02, 320.0, (6.5, 0.013, 4.4e-5), (0.008, 1.2e-5, 0.0))
+    params, fits = fit_queue_aware(prefill, decode, chunk)
+    assert params.prefill_floor_ms == 0.0 and params.prefill_knee_tokens == 0.0
+    assert params.prefill_ms_per_token == pytest.approx(
+        (64 * 10 + 128 * 9 + 256 * 8) / (64**2 + 128**2 + 256**2)
+    )
+    assert any("does not rise" in w for w in fits[0].warnings)
     with pytest.raises(FitError, match="T_prefill"):
-        fit_queue_aware(prefill, decode, chunk)
+        fit_queue_aware({64: 0.0, 128: 0.0}, decode, chunk)
 
 
 def test_design_profiles_fit_both_models_reproducibly() -> None:

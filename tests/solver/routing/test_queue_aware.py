@@ -58,11 +58,14 @@ def test_collocated_terms_by_hand() -> None:
     )
     # P + u = 1100 -> n = ceil(1100/256) = 5 steps, the last carrying 1100 - 4*256 = 76 tokens.
     step = 5.0 + 0.01 * 10 + 1e-5 * 20_000  # 5.3 ms
-    ttft = 5 * step + 4 * (0.01 * 256) + 0.01 * 76  # 26.5 + 10.24 + 0.76 = 37.5
+    # Half the step in flight, then the chunk steps: 2.65 + 26.5 + 10.24 + 0.76.
+    steps = 5 * step + 4 * (0.01 * 256) + 0.01 * 76
+    ttft = 0.5 * step + steps
     assert b.chunk_steps == 5.0
     assert b.ttft_collocated_ms == pytest.approx(ttft)
-    assert b.local_backlog_ms == pytest.approx(ttft * 100 / 1100)
-    tpot = 5.0 + 0.01 * 11 + 1e-5 * (20_000 + 1000 + 50.5)
+    assert b.local_backlog_ms == pytest.approx(0.5 * step + steps * 100 / 1100)
+    # Decode steps with one more sequence, plus chunks in the share of steps the pending tokens fill.
+    tpot = 5.0 + 0.01 * 11 + 1e-5 * (20_000 + 1000 + 50.5) + (100 / 256) * (0.01 * 256)
     assert b.tpot_collocated_ms == pytest.approx(tpot)
     assert b.t_collocated_ms == pytest.approx(ttft + 100 * tpot)
     # Harm: 10 decodes wait 0.01 ms per prompt token, and share a slower step for 100 steps.
@@ -167,7 +170,10 @@ def test_a_long_prefill_queue_keeps_requests_local() -> None:
 
 
 def test_local_backlog_sends_requests_away() -> None:
-    b = _model().decide(RouteInputs(2000, 100, 20, 20, 512, pending_prefill_tokens=20_000))
+    same_gpu = RouteInputs(
+        2000, 100, 20, 20, 512, pending_prefill_tokens=20_000, decode_pending_prefill_tokens=20_000
+    )
+    b = _model().decide(same_gpu)
     assert b.decision == "disaggregated" and b.reason == "local_backlog"
 
 
@@ -176,13 +182,18 @@ def test_slo_decides_when_one_path_is_feasible() -> None:
     free = _model().decide(base)
     # A TTFT target between the two paths' TTFTs picks the faster one, whatever the cost.
     lo, hi = sorted((free.ttft_collocated_ms, free.ttft_disaggregated_ms))
-    tight = _model(harm_weight=100.0).decide(dataclasses.replace(base, ttft_slo_ms=(lo + hi) / 2))
+    tight = _model(harm_weight=100.0).decide(dataclasses.replace(base, ttft_slo_ms=(lo + hi) / 2 / 0.9))
     assert tight.reason == "slo_only_feasible" and tight.meets_slo
     fast = "collocated" if free.ttft_collocated_ms < free.ttft_disaggregated_ms else "disaggregated"
     assert tight.decision == fast
-    # Neither feasible: the lesser lateness, flagged.
+    # Neither feasible: flagged, and sent where it delays others least. No prefill queue here,
+    # while its chunks would lengthen the steps of 20 running decodes: disaggregated.
     none = _model().decide(dataclasses.replace(base, ttft_slo_ms=lo / 2))
-    assert none.reason == "slo_none_feasible" and not none.meets_slo and none.decision == fast
+    assert none.reason == "slo_none_feasible" and not none.meets_slo
+    assert none.decision == "disaggregated"
+    # With a long prefill queue it stays local instead.
+    queued = dataclasses.replace(base, ttft_slo_ms=lo / 2, prefill_queue_requests=500)
+    assert _model().decide(queued).decision == "collocated"
 
 
 def test_harm_weight_prices_the_running_decodes() -> None:
@@ -191,6 +202,12 @@ def test_harm_weight_prices_the_running_decodes() -> None:
     assert selfish.cost_collocated_ms == selfish.t_collocated_ms
     assert social.cost_collocated_ms == pytest.approx(social.t_collocated_ms + social.harm_collocated_ms)
     assert social.harm_weight == 1.0
+    # With targets, harm counts in proportion to how close its victims run to them.
+    raw = social.harm_collocated_ms
+    loose = _model(1.0).decide(dataclasses.replace(x, tpot_slo_ms=social.tpot_collocated_ms * 4))
+    assert loose.harm_collocated_ms == pytest.approx(raw / 4)
+    tight = _model(1.0).decide(dataclasses.replace(x, tpot_slo_ms=social.tpot_collocated_ms / 2))
+    assert tight.harm_collocated_ms == pytest.approx(raw)
 
 
 def test_breakdown_fields_and_reasons_are_bounded() -> None:
@@ -236,7 +253,7 @@ def test_decide_many_equals_decide_bit_for_bit(rows: list[RouteInputs], w: float
 
 
 def test_every_term_is_finite_at_the_bounds() -> None:
-    big = RouteInputs(2**24, 2**24, 10**6, 10**6, 2**24, *(10**9,) * 8, 1e9, 1e9)
+    big = RouteInputs(2**24, 2**24, 10**6, 10**6, 2**24, *(10**9,) * 9, 1e9, 1e9)
     b = _model().decide(big)
     assert all(math.isfinite(v) for v in dataclasses.astuple(b) if isinstance(v, float))
     batch = _model().decide_many(RouteColumns.from_inputs([big]))
@@ -287,3 +304,19 @@ def test_schema_two_round_trips_and_schema_one_keeps_its_bytes() -> None:
     assert v1.schema_version == 1 and "queue_aware" not in v1.to_dict()
     assert v2.params_id != v1.params_id
     assert QueueAwareParams(**FORMS).to_dict() == FORMS
+
+
+def test_the_margin_keeps_predictions_clear_of_the_target() -> None:
+    x = RouteInputs(1000, 100, 0, 0, 256, pending_prefill_tokens=0, prefill_queue_requests=0)
+    ttft = _model().decide(x).ttft_collocated_ms
+    # Predicted exactly at the target: met only without a margin.
+    at_target = dataclasses.replace(x, ttft_slo_ms=ttft)
+    doc: dict[str, Any] = {**TEST_PARAMS, "schema_version": 2, "queue_aware": FORMS}
+    strict = QueueAwareModel(params_from_dict(doc), slo_margin=0.0).decide(at_target)
+    assert strict.meets_slo
+    assert not _model().decide(dataclasses.replace(x, ttft_slo_ms=ttft * 1.05)).meets_slo or (
+        _model().decide(dataclasses.replace(x, ttft_slo_ms=ttft * 1.05)).ttft_disaggregated_ms
+        <= ttft * 1.05 * 0.9
+    )
+    with pytest.raises(ValueError, match="slo_margin"):
+        QueueAwareModel(params_from_dict(doc), slo_margin=1.0)

@@ -10,7 +10,7 @@ from solver.sim.inputs import route_inputs
 
 
 def test_every_optional_input_is_reported_from_the_view() -> None:
-    view = RouteView(900, 120, 7, 9, 3, 512, 11_000, 1_500, 2, 13_000, 2_700, 2, 1_800, 4, 800.0, 40.0)
+    view = RouteView(900, 120, 7, 9, 3, 512, 11_000, 1_500, 2, 13_000, 600, 2_700, 2, 1_800, 4, 800.0, 40.0)
     x = route_inputs(view)
     assert x.missing() == ()  # the model assumes nothing
     expected = {
@@ -24,6 +24,7 @@ def test_every_optional_input_is_reported_from_the_view() -> None:
         "prefill_running_requests": 2,
         "prefill_pool_gpus": 4,
         "pending_prefill_tokens": 1_500,
+        "decode_pending_prefill_tokens": 600,
         "colloc_context_tokens": 11_000,
         "decode_context_tokens": 13_000,
         "cached_prompt_tokens": 0,
@@ -38,3 +39,7 @@ def test_an_infinite_slo_is_no_target() -> None:
     view = RouteView(10, 1, 0, 0, 0, 256, ttft_slo_ms=math.inf, tpot_slo_ms=50.0)
     x = route_inputs(view)
     assert x.ttft_slo_ms is None and x.tpot_slo_ms == 50.0
+
+
+def test_a_fleet_without_prefill_gpus_reports_a_pool_of_one() -> None:
+    assert route_inputs(RouteView(10, 1, 0, 0, 0, 256, num_prefill_gpus=0)).prefill_pool_gpus == 1

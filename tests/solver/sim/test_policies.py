@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from solver.errors import InvalidSimConfig
+from solver.fit_queue import fit_queue_aware
 from solver.params import params_from_dict
 from solver.profile_result import ProfileResult
 from solver.routing.design import AnalyticalCostModel
+from solver.routing.queue_aware import QueueAwareModel
 from solver.routing.types import COLLOCATED, DISAGGREGATED
 from solver.sim import (
     POLICY_NAMES,
@@ -32,6 +36,7 @@ from solver.sim import (
     simulate,
 )
 from tests.conftest import TEST_PARAMS
+from tests.solver.synthetic_profiles import synthetic_profile
 
 views = st.builds(
     RouteView,
@@ -46,6 +51,12 @@ views = st.builds(
 
 def cost_model() -> AnalyticalCostModel:
     return AnalyticalCostModel(params_from_dict(TEST_PARAMS))
+
+
+def queue_model() -> QueueAwareModel:
+    profile = synthetic_profile()
+    forms, _fits = fit_queue_aware(profile.T_prefill, profile.T_decode, profile.T_interference)
+    return QueueAwareModel(dataclasses.replace(params_from_dict(TEST_PARAMS), queue_aware=forms))
 
 
 # No deadline: the CI machine has 2 busy cores, and a slow example is not a wrong one.
@@ -151,8 +162,10 @@ def test_policy_names() -> None:
         parse_policy_names(" , ")
     with pytest.raises(InvalidSimConfig, match="params"):
         make_policy("cost-model")
+    with pytest.raises(InvalidSimConfig, match="queue-aware forms"):
+        make_policy("queue-aware", model=cost_model())
     for name in POLICY_NAMES:
-        assert make_policy(name, model=cost_model()).name == name
+        assert make_policy(name, model=cost_model(), queue_model=queue_model()).name == name
     with pytest.raises(InvalidSimConfig, match="make_policies"):
         make_policy("best-static")
     entries = make_policies(["threshold", "best-static"], threshold_tokens=77, max_queue_depth=3)
@@ -189,6 +202,7 @@ def test_policies_see_only_what_a_gateway_sees(profile: ProfileResult, mixed_wor
         "colloc_pending_prefill_tokens",
         "colloc_num_waiting",
         "decode_context_tokens",
+        "decode_pending_prefill_tokens",
         "prefill_queue_tokens",
         "prefill_inflight",
         "prefill_inflight_tokens",

@@ -90,6 +90,12 @@ class Recount:
                 else 0
             ),
         }
+        recount["decode_pending_prefill_tokens"] = (
+            sum(length - done for _, done, length in target.prefill_queue)
+            + sum(state.prompt[r] for r, needs_prefill in target.waiting if needs_prefill)
+            if target
+            else 0
+        )
         # Prefills running now: routed to the pool, out of its queue, and not yet transferring.
         recount["prefill_inflight_tokens"] = sum(
             state.prompt[r] for r in in_prefill if not self._transferring(state, r)
