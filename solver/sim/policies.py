@@ -66,7 +66,7 @@ class RouteView(NamedTuple):
     # Prompt tokens routed to the collocation GPU for local prefill and not yet in a started
     # step: the rest of its chunked-prefill queue plus prompts waiting for a batch slot.
     colloc_pending_prefill_tokens: int = 0
-    colloc_num_waiting: int = 0  # requests waiting for a batch slot on the collocation GPU
+    colloc_num_waiting: int = 0  # requests waiting for a batch slot there (prefills and transfers)
     decode_context_tokens: int = 0  # KV tokens of the decode target's running decodes
     # Prompt tokens pending local prefill on the decode target (as on the collocation GPU).
     decode_pending_prefill_tokens: int = 0
