@@ -100,6 +100,7 @@ def create_app(
         settings.last_good_params_path,
         model_name=settings.model,
         harm_weight=settings.harm_weight,
+        slo_margin=settings.slo_margin,
     )
     metrics = Metrics(registry)
     metrics.set_params(store.current, clock)

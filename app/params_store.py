@@ -18,7 +18,7 @@ from pathlib import Path
 from solver.errors import InvalidParams
 from solver.params import CostModelParams, load_params, save_params
 from solver.routing import AUTO, DecisionModel, build_model
-from solver.routing.queue_aware import DEFAULT_HARM_WEIGHT
+from solver.routing.queue_aware import DEFAULT_HARM_WEIGHT, DEFAULT_SLO_MARGIN
 
 log = logging.getLogger("pdroute.params")
 
@@ -89,10 +89,12 @@ class ParamsStore:
         *,
         model_name: str = AUTO,
         harm_weight: float = DEFAULT_HARM_WEIGHT,
+        slo_margin: float = DEFAULT_SLO_MARGIN,
     ) -> None:
         self.path = path
         self.model_name = model_name  # a name of solver.routing.registry, or "auto"
         self.harm_weight = harm_weight
+        self.slo_margin = slo_margin
         self.last_good_path = last_good_path
         self._clock = clock
         self._lock = threading.Lock()  # serialises reloads; readers never take it
@@ -111,7 +113,9 @@ class ParamsStore:
         params = load_params(path)
         try:
             # Params that lack the chosen model's forms are refused like any bad file.
-            model = build_model(self.model_name, params, harm_weight=self.harm_weight)
+            model = build_model(
+                self.model_name, params, harm_weight=self.harm_weight, slo_margin=self.slo_margin
+            )
         except InvalidParams as exc:
             raise InvalidParams(f"{path}: {exc}") from None
         if self.last_good_path is not None and path != self.last_good_path:

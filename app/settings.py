@@ -9,7 +9,7 @@ from typing import Literal
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from solver.routing.queue_aware import DEFAULT_HARM_WEIGHT
+from solver.routing.queue_aware import DEFAULT_HARM_WEIGHT, DEFAULT_SLO_MARGIN
 
 
 def embedded_params_path() -> Path:
@@ -52,6 +52,13 @@ class Settings(BaseSettings):
         le=1000,
         allow_inf_nan=False,
         description="queue-aware: weight w of the harm to other requests in e2e + w * harm",
+    )
+    slo_margin: float = Field(
+        default=DEFAULT_SLO_MARGIN,
+        ge=0,
+        lt=1,
+        allow_inf_nan=False,
+        description="queue-aware: a path meets a target when predicted within (1 - margin) of it",
     )
     default_ttft_slo_ms: float | None = Field(
         default=None,

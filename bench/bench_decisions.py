@@ -2,7 +2,7 @@
 
     .venv/bin/python -m bench.bench_decisions [--profile default,...] [--topology conditional,pools]
         [--predict exact,mean] [--candidate queue-aware] [--policies a,b,...] [--trace CSV]
-        [--max-requests N] [--loads 4] [--shed] [--json OUT]
+        [--max-requests N] [--loads 4] [--shed] [--jobs 1] [--json OUT]
 
 For each profile x topology, the loads are found automatically: the rate is raised (doubling,
 then bisection to within 10 %) until always-collocated misses an SLO for at least 20 % of the
@@ -25,7 +25,8 @@ Poisson load with log-normal lengths of the same means (1,155 prompt, 211 output
 Static rules ignore the output-length prediction, so their runs (and ``best-static``'s grid)
 are done once per load and shared by every ``--predict`` mode; rules that would make the same
 decisions share one run (``solver.sim.hindsight``). A policy name registered in
-``solver.sim.make_policy`` can be passed in ``--policies`` / ``--candidate``.
+``solver.sim.make_policy`` can be passed in ``--policies`` / ``--candidate``. ``--jobs N`` runs
+the profile x topology blocks in N processes (same figures as one).
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ import json
 import math
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -204,22 +206,70 @@ def _f(value: float | None, digits: int = 2) -> str:
     return "-" if value is None else f"{value:,.{digits}f}"
 
 
-def print_load(rate: float, rows: dict[str, PolicyMetrics], summary: dict[str, Any], candidate: str) -> None:
+def format_load(
+    rate: float, rows: dict[str, PolicyMetrics], summary: dict[str, Any], candidate: str
+) -> list[str]:
     width = max(len(m.label) for m in rows.values())
-    print(f"  load {rate:.2f}/s")
+    lines = [f"  load {rate:.2f}/s"]
     for m in rows.values():
-        print(
+        lines.append(
             f"    {m.label:<{width}}  good/s {_f(m.goodput_rps):>8}  TTFT p99 {_f(m.ttft_ms.p99, 0):>8} ms"
             f"  SLO {_f(100 * m.slo_attainment, 1):>5} %  shed {_f(100 * m.share_shed, 1):>5} %"
         )
     failing = ", ".join(f"{n} {_f(r)}x" for n, r in summary["goodput_vs_failing_rules"].items()) or "none"
     best = f"{_f(summary['goodput_vs_best_rule'], 3)}x best rule ({summary['best_rule']})"
-    print(
+    lines.append(
         f"    {candidate}: goodput {best},"
         f" {_f(summary['goodput_vs_best_static'], 3)}x best-static; TTFT p99"
         f" {_f(summary['ttft_p99_vs_best_rule'], 2)}x best rule; vs rules missing >10 %: {failing};"
         f" error p50 TTFT {_f(summary['ttft_err_p50_pct'], 1)} %, e2e {_f(summary['e2e_err_p50_pct'], 1)} %"
     )
+    return lines
+
+
+def run_block(
+    profile_name: str,
+    topology: str,
+    base: Workload,
+    args: argparse.Namespace,
+    names: list[str],
+    predictions: list[OutputPrediction],
+) -> tuple[list[str], list[dict[str, Any]]]:
+    """One profile x topology, every prediction mode: the printed lines and the JSON blocks."""
+    started = time.perf_counter()
+    bench = Bench(profile_name, topology, base, args)
+    top = find_top_rate(bench.miss_share, args.overload_miss)
+    rates = [top * (k + 1) / args.loads for k in range(args.loads)]
+    lines: list[str] = []
+    blocks: list[dict[str, Any]] = []
+    for prediction in predictions:
+        lines.append(f"{profile_name} / {bench.fleet.describe()} / predict {prediction.label}; {base.source}")
+        loads = []
+        for rate in rates:
+            rows = {n: bench.metrics(n, rate, prediction) for n in names}
+            summary = candidate_summary(rows, args.candidate)
+            lines += format_load(rate, rows, summary, args.candidate)
+            loads.append(
+                {"rate": rate, "candidate": summary, "policies": [m.to_json_dict() for m in rows.values()]}
+            )
+        blocks.append(
+            {"profile": profile_name, "topology": topology, "predict": prediction.label, "loads": loads}
+        )
+    lines.append(f"  ({bench.num_runs} runs in {time.perf_counter() - started:.1f} s)")
+    return lines, blocks
+
+
+BlockJob = tuple[str, str, Workload, argparse.Namespace, list[str], list[OutputPrediction]]
+
+
+def _results(jobs: list[BlockJob], num_jobs: int) -> Iterator[tuple[list[str], list[dict[str, Any]]]]:
+    """``run_block`` of each job, in order; in ``num_jobs`` processes when more than one."""
+    if num_jobs == 1:
+        for job in jobs:
+            yield run_block(*job)
+        return
+    with ProcessPoolExecutor(max_workers=num_jobs) as pool:
+        yield from pool.map(run_block, *zip(*jobs, strict=True))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -237,6 +287,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tpot-slo-ms", type=float, default=50.0)
     parser.add_argument("--shed", action="store_true", help="drop requests a policy answers infeasible")
     parser.add_argument("--json", type=Path, help="write every figure to this file")
+    parser.add_argument("--jobs", type=int, default=1, help="profile x topology blocks run in parallel")
     args = parser.parse_args(argv)
 
     names = list(parse_policy_names(args.policies))
@@ -248,41 +299,19 @@ def main(argv: list[str] | None = None) -> int:
     if args.loads < 2:
         parser.error("--loads: at least 2")
     base = load_requests(args.trace, args.max_requests)
+    pairs = [(p, t) for p in args.profile.split(",") for t in args.topology.split(",")]
+    for _, topology in pairs:
+        if topology not in FLEETS:
+            parser.error(f"--topology: unknown {topology!r}")
+    if args.jobs < 1:
+        parser.error("--jobs: at least 1")
     started = time.perf_counter()
     blocks: list[dict[str, Any]] = []
-    for profile_name in args.profile.split(","):
-        for topology in args.topology.split(","):
-            if topology not in FLEETS:
-                parser.error(f"--topology: unknown {topology!r}")
-            block_started = time.perf_counter()
-            bench = Bench(profile_name, topology, base, args)
-            top = find_top_rate(bench.miss_share, args.overload_miss)
-            rates = [top * (k + 1) / args.loads for k in range(args.loads)]
-            for prediction in predictions:
-                print(
-                    f"{profile_name} / {bench.fleet.describe()} / predict {prediction.label}; {base.source}"
-                )
-                loads = []
-                for rate in rates:
-                    rows = {n: bench.metrics(n, rate, prediction) for n in names}
-                    summary = candidate_summary(rows, args.candidate)
-                    print_load(rate, rows, summary, args.candidate)
-                    loads.append(
-                        {
-                            "rate": rate,
-                            "candidate": summary,
-                            "policies": [m.to_json_dict() for m in rows.values()],
-                        }
-                    )
-                blocks.append(
-                    {
-                        "profile": profile_name,
-                        "topology": topology,
-                        "predict": prediction.label,
-                        "loads": loads,
-                    }
-                )
-            print(f"  ({bench.num_runs} runs in {time.perf_counter() - block_started:.1f} s)")
+    jobs = [(p, t, base, args, names, predictions) for p, t in pairs]
+    results = _results(jobs, args.jobs)
+    for lines, done in results:
+        print("\n".join(lines), flush=True)
+        blocks += done
     wall = time.perf_counter() - started
     print(f"total {wall:.1f} s wall")
     if args.json:

@@ -28,8 +28,8 @@ from solver.routing.design import AnalyticalCostModel
 from solver.sim import (
     AlwaysCollocated,
     ClusterSimulation,
-    CostModelPolicy,
     FleetConfig,
+    ModelPolicy,
     Policy,
     Workload,
     parse_length_spec,
@@ -94,7 +94,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"profile: {where}")
     print(f"workload: {wl.num_requests} requests, {wl.source}; fleet: {fleet.describe()}")
 
-    cost_s, cost_cpu, steps = timed(fleet, latency, CostModelPolicy(AnalyticalCostModel(params)), wl, True)
+    cost_s, cost_cpu, steps = timed(
+        fleet, latency, ModelPolicy(AnalyticalCostModel(params), "cost-model"), wl, True
+    )
     print(
         f"cost-model policy:   {cost_s:7.2f} s wall ({cost_cpu:.2f} s CPU)  "
         f"{wl.num_requests / cost_s:9,.0f} requests/s  {steps / cost_s:12,.0f} engine steps/s "

@@ -21,7 +21,7 @@ from app.schemas import RouteRequest
 from app.settings import embedded_params_path
 from solver.params import load_params
 from solver.routing import AUTO, MODEL_NAMES, OPTIONAL_INPUTS, build_model
-from solver.routing.queue_aware import DEFAULT_HARM_WEIGHT
+from solver.routing.queue_aware import DEFAULT_HARM_WEIGHT, DEFAULT_SLO_MARGIN
 
 # The request fields whose flag is not ``--<field with dashes>``.
 _FLAG_OF = {"predicted_output_len": "--output-len"}
@@ -57,6 +57,12 @@ def register(sub: Any) -> None:
         default=DEFAULT_HARM_WEIGHT,
         help="queue-aware: weight of the harm to other requests (default %(default)s)",
     )
+    p.add_argument(
+        "--slo-margin",
+        type=float,
+        default=DEFAULT_SLO_MARGIN,
+        help="queue-aware: a target is met when predicted within (1 - margin) of it (default %(default)s)",
+    )
     p.add_argument("--params", type=Path, help="params.json (default: the embedded file)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=run)
@@ -86,6 +92,8 @@ def parse_request(args: argparse.Namespace) -> RouteRequest:
     }
     if not 0 <= args.harm_weight < float("inf"):
         raise UsageError(f"--harm-weight: must be a finite number >= 0, got {args.harm_weight}")
+    if not 0 <= args.slo_margin < 1:
+        raise UsageError(f"--slo-margin: must be in [0, 1), got {args.slo_margin}")
     try:
         return RouteRequest.model_validate(fields)
     except ValidationError as exc:
@@ -95,7 +103,7 @@ def parse_request(args: argparse.Namespace) -> RouteRequest:
 def run(args: argparse.Namespace) -> int:
     req = parse_request(args)
     params = load_params(args.params or embedded_params_path())
-    model = build_model(args.model, params, harm_weight=args.harm_weight)
+    model = build_model(args.model, params, harm_weight=args.harm_weight, slo_margin=args.slo_margin)
     _, b = decide(model, req, RouteDefaults(args.output_len, None, None))
     answer = encoder_for(type(b)).to_dict(b, model.name, params.params_id, None)
     del answer["request_id"]

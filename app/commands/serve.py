@@ -57,7 +57,9 @@ def run(args: argparse.Namespace) -> int:
     # Validate before starting: a bad file is one clear line and a non-zero exit, not a
     # traceback from inside the server's startup.
     params = load_params(settings.resolved_params_path())
-    model = build_model(settings.model, params, harm_weight=settings.harm_weight)  # forms present?
+    model = build_model(  # forms present?
+        settings.model, params, harm_weight=settings.harm_weight, slo_margin=settings.slo_margin
+    )
     # Worker processes build their own app from the environment, so pass the choices there.
     os.environ["PDROUTE_PARAMS_PATH"] = str(settings.resolved_params_path())
     for key in ("host", "port", "workers", "log_level", "model"):

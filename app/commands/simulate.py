@@ -59,6 +59,12 @@ def register(sub: Any) -> None:
     )
     sweep.add_argument("--threshold", type=int, default=1000, help="prompt tokens for the threshold rules")
     sweep.add_argument("--max-prefill-queue", type=int, default=2, help="threshold-queue: queue depth limit")
+    sweep.add_argument(
+        "--harm-weight", type=float, default=0.0, help="queue-aware: weight of the harm to others (default 0)"
+    )
+    sweep.add_argument(
+        "--slo-margin", type=float, default=0.1, help="queue-aware: margin below the targets (default 0.1)"
+    )
     sweep.add_argument("--predict", default="exact", help="output-length prediction: exact | mean | fixed:N")
     sweep.add_argument(
         "--shed",
@@ -134,7 +140,11 @@ def run(args: argparse.Namespace) -> int:
                 forms, _fits = fit_queue_aware(profile.T_prefill, profile.T_decode, profile.T_interference)
                 params = dataclasses.replace(params, queue_aware=forms)
                 notes.append("queue-aware: the params have no queue-aware forms; fitted them from --profile")
-            queue_model = QueueAwareModel(params)
+            if not (math.isfinite(args.harm_weight) and args.harm_weight >= 0):
+                raise UsageError(f"--harm-weight: expected a number >= 0, got {args.harm_weight}")
+            if not 0 <= args.slo_margin < 1:
+                raise UsageError(f"--slo-margin: expected a number in [0, 1), got {args.slo_margin}")
+            queue_model = QueueAwareModel(params, harm_weight=args.harm_weight, slo_margin=args.slo_margin)
     chunk = args.chunk_size if args.chunk_size is not None else StepLatency(profile).max_chunk
     fleet = FleetConfig(
         topology=args.topology,

@@ -15,7 +15,7 @@ FastAPI's router and dependency solving are not on this path: they cost more tha
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 import pydantic_core
 from pydantic import BaseModel, ValidationError
@@ -33,7 +33,6 @@ from solver.routing import DecisionModel, RouteColumns, RouteInputs
 
 JSON = "application/json"
 _JSON_HEADER = (b"content-type", b"application/json")
-M = TypeVar("M", bound=BaseModel)
 
 
 @dataclass(frozen=True)
@@ -90,12 +89,8 @@ def decide_batch(
     return inputs, model.decide_many(RouteColumns.from_inputs(inputs)).rows()
 
 
-def parse_body(model: type[M], raw: bytes) -> M:
-    """Validate a raw JSON body; a ``ValidationError``'s locations start with ``body``."""
-    return model.model_validate_json(raw)
-
-
 def _errors(exc: ValidationError) -> list[dict[str, Any]]:
+    """A body's validation errors, located under ``body`` as FastAPI locates them."""
     return [{**e, "loc": ("body", *e["loc"])} for e in exc.errors(include_url=False)]
 
 

@@ -59,6 +59,24 @@ class RouteBreakdown:
     decode_disaggregated_ms: float
 
     @property
+    def chosen_ttft_ms(self) -> float:
+        """The design's time to first token of the chosen path: the prefill, plus the transfer
+        when disaggregated or the interference when collocated (ms)."""
+        if self.decision == DISAGGREGATED:
+            return self.prefill_ms + self.transfer_ms
+        return self.prefill_ms + self.interference_ms
+
+    @property
+    def chosen_e2e_ms(self) -> float:
+        """Predicted end-to-end latency of the chosen path (ms)."""
+        return self.t_disaggregated_ms if self.decision == DISAGGREGATED else self.t_collocated_ms
+
+    @property
+    def meets_slo(self) -> bool:
+        """The design's model has no targets: every answer stands."""
+        return True
+
+    @property
     def saving_ms(self) -> float:
         """Predicted latency of the path not taken minus the path taken (>= 0)."""
         return abs(self.t_collocated_ms - self.t_disaggregated_ms)

@@ -137,6 +137,16 @@ class QueueAwareBreakdown:
     cost_collocated_ms: float  # e2e + w * harm
     cost_disaggregated_ms: float
 
+    @property
+    def chosen_ttft_ms(self) -> float:
+        """Predicted time to first token of the chosen path (ms)."""
+        return self.ttft_disaggregated_ms if self.decision == DISAGGREGATED else self.ttft_collocated_ms
+
+    @property
+    def chosen_e2e_ms(self) -> float:
+        """Predicted end-to-end latency of the chosen path (ms)."""
+        return self.t_disaggregated_ms if self.decision == DISAGGREGATED else self.t_collocated_ms
+
 
 BLOCK = 8192  # requests per block of the vectorised evaluation
 

@@ -15,10 +15,10 @@ Policies (names as on the command line):
   requests wait in the prefill queue (NVIDIA Dynamo's conditional disaggregation rule,
   ``max_local_prefill_length`` and ``max_prefill_queue_size``).
 - ``cost-model``: pdroute's ``AnalyticalCostModel.explain`` with the live ``system_load`` and
-  ``decode_batch_size``; it predicts the chosen path's latency (``CostModelPolicy``).
+  ``decode_batch_size``; it predicts the chosen path's latency (``ModelPolicy``).
 - ``queue-aware``: pdroute's queue-, harm- and SLO-aware model (``QueueAwareModel``) on
   every signal of the view; it predicts the chosen path's TTFT and end-to-end latency and
-  answers infeasible when no path meets the run's SLO (``QueueAwarePolicy``).
+  answers infeasible when no path meets the run's SLO (``ModelPolicy``).
 - ``best-static`` (sweeps only, ``solver.sim.hindsight``): the best of a grid of the rules
   above, chosen per load with hindsight.
 
@@ -37,7 +37,7 @@ from typing import NamedTuple, Protocol
 from solver.errors import InvalidSimConfig
 from solver.routing.design import AnalyticalCostModel
 from solver.routing.queue_aware import QueueAwareModel
-from solver.routing.types import COLLOCATED, DISAGGREGATED, Decision
+from solver.routing.types import COLLOCATED, DISAGGREGATED, Decision, DecisionModel
 from solver.sim.inputs import route_inputs
 
 POLICY_NAMES = ("collocated", "disaggregated", "threshold", "threshold-queue", "cost-model", "queue-aware")
@@ -66,7 +66,7 @@ class RouteView(NamedTuple):
     # Prompt tokens routed to the collocation GPU for local prefill and not yet in a started
     # step: the rest of its chunked-prefill queue plus prompts waiting for a batch slot.
     colloc_pending_prefill_tokens: int = 0
-    colloc_num_waiting: int = 0  # requests waiting for a batch slot on the collocation GPU
+    colloc_num_waiting: int = 0  # requests waiting for a batch slot there (prefills and transfers)
     decode_context_tokens: int = 0  # KV tokens of the decode target's running decodes
     # Prompt tokens pending local prefill on the decode target (as on the collocation GPU).
     decode_pending_prefill_tokens: int = 0
@@ -161,41 +161,15 @@ class PromptAndQueueThreshold:
         return ANSWER_COLLOCATED
 
 
-class CostModelPolicy:
-    """pdroute's analytical model: ``explain(L, predicted_out, system_load, decode_batch)``.
+class ModelPolicy:
+    """A ``solver.routing`` decision model on the gateway's view (``route_inputs``).
 
-    Its predictions for the chosen path, from the same breakdown: end-to-end latency is
-    ``t_collocated_ms`` or ``t_disaggregated_ms``; TTFT is ``prefill_ms`` plus
-    ``interference_ms`` when collocated, plus ``transfer_ms`` when disaggregated. It never
-    answers infeasible (the design's model has no SLO).
+    Its predictions are the breakdown's own for the chosen path (``chosen_ttft_ms``,
+    ``chosen_e2e_ms``); it answers infeasible when the breakdown says no path meets the targets
+    (the design's model has no targets: never).
     """
 
-    def __init__(self, model: AnalyticalCostModel, name: str = "cost-model") -> None:
-        self.model = model
-        self._name = name
-
-    @property
-    def name(self) -> str:
-        return self._name
-
-    def decide(self, view: RouteView) -> PolicyAnswer:
-        b = self.model.explain(
-            view.prompt_len,
-            view.predicted_output_len,
-            view.system_load,
-            view.decode_batch_size,
-            view.chunk_size,
-        )
-        if b.decision == DISAGGREGATED:
-            return PolicyAnswer(b.decision, b.prefill_ms + b.transfer_ms, b.t_disaggregated_ms)
-        return PolicyAnswer(b.decision, b.prefill_ms + b.interference_ms, b.t_collocated_ms)
-
-
-class QueueAwarePolicy:
-    """``QueueAwareModel.decide`` on the gateway's view: the chosen path's predicted TTFT and
-    end-to-end latency, infeasible when the model finds no path meeting the targets."""
-
-    def __init__(self, model: QueueAwareModel, name: str = "queue-aware") -> None:
+    def __init__(self, model: DecisionModel, name: str) -> None:
         self.model = model
         self._name = name
 
@@ -205,9 +179,7 @@ class QueueAwarePolicy:
 
     def decide(self, view: RouteView) -> PolicyAnswer:
         b = self.model.decide(route_inputs(view))
-        if b.decision == DISAGGREGATED:
-            return PolicyAnswer(b.decision, b.ttft_disaggregated_ms, b.t_disaggregated_ms, not b.meets_slo)
-        return PolicyAnswer(b.decision, b.ttft_collocated_ms, b.t_collocated_ms, not b.meets_slo)
+        return PolicyAnswer(b.decision, b.chosen_ttft_ms, b.chosen_e2e_ms, not b.meets_slo)
 
 
 def make_policy(
@@ -230,13 +202,13 @@ def make_policy(
     if name == "cost-model":
         if model is None:
             raise InvalidSimConfig("policy cost-model needs the cost model's params (--params)")
-        return CostModelPolicy(model)
+        return ModelPolicy(model, "cost-model")
     if name == "queue-aware":
         if queue_model is None:
             raise InvalidSimConfig(
                 "policy queue-aware needs params with the queue-aware forms (--params, schema version 2)"
             )
-        return QueueAwarePolicy(queue_model)
+        return ModelPolicy(queue_model, "queue-aware")
     if name == BEST_STATIC:
         raise InvalidSimConfig(f"{BEST_STATIC} is a sweep of rules, not one policy: use make_policies")
     raise InvalidSimConfig(f"unknown policy {name!r} (one of {', '.join(SWEEP_NAMES)}, or all)")

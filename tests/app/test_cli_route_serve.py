@@ -89,6 +89,7 @@ def test_route_takes_the_optional_inputs_and_the_model(
         (["--tpot-slo-ms", "inf"], "--tpot-slo-ms"),
         (["--prompt-len", "99999999999"], "--prompt-len: must be <= 16777216"),
         (["--harm-weight", "-1"], "--harm-weight: must be a finite number >= 0"),
+        (["--slo-margin", "1"], "--slo-margin: must be in [0, 1)"),
         (["--model", "queue-aware"], "no queue_aware forms"),
     ],
 )

@@ -152,6 +152,8 @@ def test_simulate_best_static_with_shedding(tmp_path: Path, profile_file: Path) 
             "<= 10,000,000",
         ),
         (["--trace", "GOOD", "--cdf-rate", "nan"], "--cdf-rate: expected a load > 0"),
+        (["--trace", "GOOD", "--policies", "queue-aware", "--harm-weight", "-1"], "--harm-weight: expected"),
+        (["--trace", "GOOD", "--policies", "queue-aware", "--slo-margin", "1"], "--slo-margin: expected"),
         (["--trace", "GOOD", "-o", "FILE"], "cannot create the output folder"),
     ],
 )

@@ -275,3 +275,19 @@ def test_error_bodies_carry_the_request_id_sent(live_server: LiveServer) -> None
     assert missing.status_code == 404 and missing.json()["request_id"] == "a-2"
     assert wrong_method.status_code == 405 and wrong_method.json()["request_id"]
     assert json.loads(wrong_method.text)["request_id"] == wrong_method.headers["x-request-id"]
+
+
+def test_slo_margin_setting_reaches_the_model(
+    make_server: Callable[..., LiveServer], queue_aware_params_file: Path
+) -> None:
+    body = {"prompt_len": 1024, "system_load": 8}
+    strict = make_server(params_path=queue_aware_params_file, watch_params=False, slo_margin=0.0)
+    with strict.client() as client:
+        free = client.post("/route", json=body).json()["breakdown"]
+        # A target 1.5x above both paths' predicted TTFT: met without a margin ...
+        target = 1.5 * max(free["ttft_collocated_ms"], free["ttft_disaggregated_ms"])
+        assert client.post("/route", json={**body, "ttft_slo_ms": target}).json()["meets_slo"] is True
+    wide = make_server(params_path=queue_aware_params_file, watch_params=False, slo_margin=0.5)
+    with wide.client() as client:
+        # ... and not with a margin of one half (met only within half the target).
+        assert client.post("/route", json={**body, "ttft_slo_ms": target}).json()["meets_slo"] is False

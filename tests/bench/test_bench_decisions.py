@@ -31,7 +31,7 @@ def test_bench_runs_on_a_poisson_load_when_the_trace_is_missing(
     profile = save_profile_json(make_profile(), tmp_path / "synthetic.json")
     out = tmp_path / "bench.json"
     args = ["--profile", str(profile), "--trace", str(tmp_path / "none.csv"), "--max-requests", "300"]
-    args += ["--topology", "conditional,pools", "--predict", "exact,mean", "--json", str(out)]
+    args += ["--topology", "conditional,pools", "--predict", "exact,mean", "--json", str(out), "--jobs", "2"]
     assert main(args) == 0
     printed = capsys.readouterr()
     assert "no trace at" in printed.err
@@ -56,6 +56,10 @@ def test_bench_runs_on_a_poisson_load_when_the_trace_is_missing(
             expected = best["queue-aware"]["goodput_rps"] / best["best-static"]["goodput_rps"]
             assert summary["goodput_vs_best_static"] == pytest.approx(expected)
             assert summary["ttft_err_p50_pct"] is not None  # the queue-aware model predicts
+    # One process gives the same figures as two.
+    serial = tmp_path / "serial.json"
+    assert main([*args[:-4], "--json", str(serial)]) == 0
+    assert json.loads(serial.read_text())["blocks"] == doc["blocks"]
     # Static rules ignore the prediction: their rows are the same in both modes.
     exact, mean = doc["blocks"][0]["loads"][0]["policies"], doc["blocks"][1]["loads"][0]["policies"]
     assert exact[:5] == mean[:5]

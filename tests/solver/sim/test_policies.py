@@ -19,8 +19,8 @@ from solver.routing.types import COLLOCATED, DISAGGREGATED
 from solver.sim import (
     POLICY_NAMES,
     BestStatic,
-    CostModelPolicy,
     FleetConfig,
+    ModelPolicy,
     OutputPrediction,
     PolicyAnswer,
     PromptAndQueueThreshold,
@@ -75,7 +75,7 @@ def test_rules_on_single_views(view: RouteView) -> None:
     b = cost_model().explain(
         view.prompt_len, view.predicted_output_len, view.system_load, view.decode_batch_size
     )
-    got = CostModelPolicy(cost_model()).decide(view)
+    got = ModelPolicy(cost_model(), "cost-model").decide(view)
     assert got.decision == b.decision and not got.is_infeasible
     if b.decision == DISAGGREGATED:
         assert got.predicted_e2e_ms == b.t_disaggregated_ms
@@ -120,7 +120,7 @@ def test_cost_model_decisions_in_a_simulation(
         else FleetConfig("pools", num_prefill=2, num_decode=2, num_mixed=2)
     )
     model = cost_model()
-    rec = simulate(profile, mixed_workload, CostModelPolicy(model), fleet, prediction)
+    rec = simulate(profile, mixed_workload, ModelPolicy(model, "cost-model"), fleet, prediction)
     assert np.array_equal(rec.predicted_output_len, prediction.predict(mixed_workload))
     batch = model.route_many(rec.prompt_len, rec.predicted_output_len, rec.system_load, rec.decode_batch_size)
     expected = batch.is_disaggregated
