@@ -5,7 +5,7 @@ insertion order, so a run is a pure function of its inputs (no randomness inside
 are read from the sorted workload instead of the heap; an arrival at the same instant as a
 queued event is handled after it.
 
-Engines (decode and mixed GPUs, ``solver.sim.engine``) run continuous batching; a request
+Engines (decode and mixed GPUs, ``solver.sim.batching_gpu``) run continuous batching; a request
 finishing its prefill in a step joins the decode batch after it, one arriving by KV transfer
 during a step joins for the next one. A GPU admits at most ``max_num_seqs`` running requests;
 the rest wait FIFO. Routing and the gateway's view: ``solver.sim.fleet``.
@@ -17,7 +17,7 @@ decode GPU chosen at arrival; transfers into one GPU run one after another, each
 
 The gateway's view (``RouteView``) is read from counters kept up to date as work moves (the
 prefill pool's queued and running prompt tokens here, each engine's pending prefill tokens
-and decode context in ``solver.sim.engine``), so building it costs the same at any load.
+and decode context in ``solver.sim.batching_gpu``), so building it costs the same at any load.
 
 A policy's answer may say that no path meets the SLO (``is_infeasible``). With ``shed=True``
 the gateway drops such a request: it never enters the fleet, has no first token nor finish
@@ -35,7 +35,7 @@ import numpy as np
 
 from solver.errors import InvalidSimConfig
 from solver.routing.types import DISAGGREGATED
-from solver.sim.engine import EngineGpu
+from solver.sim.batching_gpu import BatchingGpu
 from solver.sim.fleet import FleetConfig
 from solver.sim.latency import StepLatency
 from solver.sim.policies import Policy, RouteView
@@ -117,7 +117,7 @@ class RunState:
         self.heap: list[tuple[float, int, int, int, int]] = []
         self.seq = 0
         self.engines = [
-            EngineGpu(i, latency, fleet.chunk_size, self.prompt, self.output, use_runs)
+            BatchingGpu(i, latency, fleet.chunk_size, self.prompt, self.output, use_runs)
             for i in range(fleet.num_engines)
         ]
         if fleet.topology == "conditional":
@@ -161,7 +161,7 @@ class RunState:
 
     # --- routing ----------------------------------------------------------------------------
     @staticmethod
-    def _least_loaded(pool: list[EngineGpu]) -> EngineGpu | None:
+    def _least_loaded(pool: list[BatchingGpu]) -> BatchingGpu | None:
         best = None
         for gpu in pool:
             if best is None or gpu.num_assigned < best.num_assigned:
@@ -234,7 +234,7 @@ class RunState:
             self._admit(colloc, rid, True, t)
 
     # --- engines ----------------------------------------------------------------------------
-    def _admit(self, gpu: EngineGpu, rid: int, needs_prefill: bool, t: float) -> None:
+    def _admit(self, gpu: BatchingGpu, rid: int, needs_prefill: bool, t: float) -> None:
         if gpu.num_running >= self.fleet.max_num_seqs:
             gpu.waiting.append((rid, needs_prefill))
             return
@@ -247,12 +247,12 @@ class RunState:
         if not gpu.is_busy:
             self._start_step(gpu, t)
 
-    def _start_step(self, gpu: EngineGpu, t: float) -> None:
+    def _start_step(self, gpu: BatchingGpu, t: float) -> None:
         end = gpu.start(t)
         if end is not None:
             self._push(end, _STEP_END, gpu.index, gpu.version)
 
-    def _end_step(self, gpu: EngineGpu, t: float) -> None:
+    def _end_step(self, gpu: BatchingGpu, t: float) -> None:
         produced, finished, prefilled = gpu.end_step()
         self.total_tokens += produced
         for rid, tokens in finished:
@@ -270,13 +270,13 @@ class RunState:
         gpu.is_busy = False
         self._start_step(gpu, t)
 
-    def _admit_waiting(self, gpu: EngineGpu, t: float) -> None:
+    def _admit_waiting(self, gpu: BatchingGpu, t: float) -> None:
         waiting = gpu.waiting
         while waiting and gpu.num_running < self.fleet.max_num_seqs:
             rid, needs_prefill = waiting.popleft()
             self._admit(gpu, rid, needs_prefill, t)
 
-    def _finish(self, gpu: EngineGpu, rid: int, t: float, tokens: int) -> None:
+    def _finish(self, gpu: BatchingGpu, rid: int, t: float, tokens: int) -> None:
         self.finish[rid] = t
         self.finish_count[rid] += 1
         self.tokens[rid] = tokens
@@ -304,7 +304,7 @@ class RunState:
         self._push(gpu.link_free_ms, _TRANSFER_END, gpu.index, rid)
         self._start_prefills(t)
 
-    def _end_transfer(self, gpu: EngineGpu, rid: int, t: float) -> None:
+    def _end_transfer(self, gpu: BatchingGpu, rid: int, t: float) -> None:
         self.first_token[rid] = t
         self.total_tokens += 1
         if self.output[rid] == 1:

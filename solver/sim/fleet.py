@@ -1,4 +1,4 @@
-"""The simulated fleet's configuration (the engines' live state is in ``solver.sim.engine``).
+"""The simulated fleet's configuration (the engines' live state is in ``solver.sim.batching_gpu``).
 
 Two topologies:
 

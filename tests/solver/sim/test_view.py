@@ -24,18 +24,18 @@ from solver.sim import (
     parse_length_spec,
     poisson_workload,
 )
-from solver.sim.engine import EngineGpu
+from solver.sim.batching_gpu import BatchingGpu
 from solver.sim.events import RunState
 from solver.sim.latency import StepLatency
 from solver.sim.records import RECORDED_VIEW_FIELDS, VIEW_ROW
 
 
-def context_by_scan(gpu: EngineGpu, step: int) -> int:
+def context_by_scan(gpu: BatchingGpu, step: int) -> int:
     """KV tokens of the decode batch in step ``step``: prompt + steps since joining, summed."""
     return sum(gpu.prompt[rid] + step - joined for _, rid, joined in gpu.finish_heap)
 
 
-def step_in_flight(gpu: EngineGpu, t: float) -> int:
+def step_in_flight(gpu: BatchingGpu, t: float) -> int:
     """The step running at ``t``, by a linear scan of a run's step ends."""
     if gpu.run_ends is None:
         return gpu.step_count

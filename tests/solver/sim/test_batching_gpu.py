@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from solver.sim.engine import MIN_RUN_STEPS, EngineGpu
+from solver.sim.batching_gpu import MIN_RUN_STEPS, BatchingGpu
 from solver.sim.latency import StepLatency
 from tests.solver.sim import profiles as P
 
 
-def engine(latency: StepLatency, prompt: list[int], output: list[int], use_runs: bool) -> EngineGpu:
-    return EngineGpu(0, latency, 256, prompt, output, use_runs)
+def engine(latency: StepLatency, prompt: list[int], output: list[int], use_runs: bool) -> BatchingGpu:
+    return BatchingGpu(0, latency, 256, prompt, output, use_runs)
 
 
 def test_decode_steps_use_the_mean_context_and_finish_on_time(latency: StepLatency) -> None:

@@ -1,4 +1,6 @@
-"""One GPU running continuous-batching engine steps: its batch, prefill queue and step times.
+"""A simulated GPU running continuous-batching steps: its batch, prefill queue and step times.
+
+(The profiler's model runner, which runs real forwards on a real GPU, is ``profiling.engine``.)
 
 Each step runs every decode in flight plus up to ``chunk_size`` prefill tokens taken FIFO from
 the prompts admitted here (a step may finish one prompt and start the next). Step times come
@@ -40,7 +42,7 @@ MAX_RUN_STEPS = 4096
 PY_RUN_STEPS = 16
 
 
-class EngineGpu:
+class BatchingGpu:
     """Live state of one decode or mixed GPU (times in ms, lengths in tokens)."""
 
     __slots__ = (
