@@ -207,10 +207,18 @@ def inprocess_bench(model_name: str, params: str) -> float:
     columns = RouteColumns.design_only(
         rng.integers(1, 8192, n), rng.integers(1, 1024, n), rng.integers(0, 64, n), rng.integers(0, 64, n)
     )
-    if model_name == "queue-aware":  # with the state a gateway reports
-        columns.optional["prefill_queue_requests"][:] = rng.integers(0, 16, n)
-        columns.optional["pending_prefill_tokens"][:] = rng.integers(0, 4096, n)
-        columns.optional["ttft_slo_ms"][:] = 1000.0
+    if model_name == "queue-aware":  # with every input a gateway can report
+        opt = columns.optional
+        for name in ("prefill_queue_requests", "prefill_running_requests"):
+            opt[name][:] = rng.integers(0, 16, n)
+        opt["prefill_pool_gpus"][:] = rng.integers(1, 8, n)
+        for name in ("prefill_queue_tokens", "pending_prefill_tokens", "decode_pending_prefill_tokens"):
+            opt[name][:] = rng.integers(0, 16_384, n)
+        for name in ("colloc_context_tokens", "decode_context_tokens"):
+            opt[name][:] = rng.integers(0, 200_000, n)
+        opt["cached_prompt_tokens"][:] = rng.integers(0, 512, n)
+        opt["ttft_slo_ms"][:] = 1000.0
+        opt["tpot_slo_ms"][:] = 50.0
     best = 0.0
     for _ in range(3):
         start = time.perf_counter()

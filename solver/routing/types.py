@@ -123,8 +123,8 @@ class RouteColumns:
             )
         )
         L, out, load, dbs, chunk = (np.array(a, dtype=np.float64).ravel() for a in arrays)
-        nan = np.full(L.shape, math.nan)
-        return cls(L, out, load, dbs, chunk, {name: nan for name in OPTIONAL_INPUTS})
+        # One array per optional column: a caller may fill any of them in place.
+        return cls(L, out, load, dbs, chunk, {name: np.full(L.shape, math.nan) for name in OPTIONAL_INPUTS})
 
 
 class Breakdown(Protocol):

@@ -320,3 +320,9 @@ def test_the_margin_keeps_predictions_clear_of_the_target() -> None:
     )
     with pytest.raises(ValueError, match="slo_margin"):
         QueueAwareModel(params_from_dict(doc), slo_margin=1.0)
+
+
+def test_design_only_columns_are_independent_arrays() -> None:
+    cols = RouteColumns.design_only([10, 20], 5, 1)
+    cols.optional["pending_prefill_tokens"][:] = 7.0
+    assert all(np.isnan(v).all() for name, v in cols.optional.items() if name != "pending_prefill_tokens")
