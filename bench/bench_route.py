@@ -72,6 +72,14 @@ def _free_port() -> int:
         return port
 
 
+def _grab(pattern: str, output: str) -> str:
+    """The first group of ``pattern`` in wrk's output (multi-line); a clear error if absent."""
+    found = re.search(pattern, output, re.M)
+    if found is None:
+        raise RuntimeError(f"wrk printed no match for {pattern!r}:\n{output}")
+    return found[1]
+
+
 def _ms(text: str) -> float:
     match = re.fullmatch(r"([0-9.]+)(us|ms|s)", text)
     if match is None:
@@ -81,10 +89,10 @@ def _ms(text: str) -> float:
 
 def parse_wrk(output: str) -> WrkResult:
     """req/s, p50/p99 (ms) and counts from ``wrk --latency`` output."""
-    rps = float(re.search(r"Requests/sec:\s+([0-9.]+)", output)[1])  # type: ignore[index]
-    p50 = _ms(re.search(r"^\s+50%\s+(\S+)", output, re.M)[1])  # type: ignore[index]
-    p99 = _ms(re.search(r"^\s+99%\s+(\S+)", output, re.M)[1])  # type: ignore[index]
-    requests = int(re.search(r"(\d+) requests in", output)[1])  # type: ignore[index]
+    rps = float(_grab(r"Requests/sec:\s+([0-9.]+)", output))
+    p50 = _ms(_grab(r"^\s+50%\s+(\S+)", output))
+    p99 = _ms(_grab(r"^\s+99%\s+(\S+)", output))
+    requests = int(_grab(r"(\d+) requests in", output))
     errors = sum(int(n) for n in re.findall(r"Non-2xx or 3xx responses: (\d+)", output))
     socket_errors = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", output)
     if socket_errors is not None:

@@ -19,6 +19,7 @@ from typing import Any
 
 import pydantic_core
 from pydantic import BaseModel, ValidationError
+from pydantic.json_schema import JsonSchemaMode
 from starlette.types import Receive, Scope, Send
 
 from app.error_body import SCOPE_KEY, send_error
@@ -180,8 +181,8 @@ def _inline_refs(node: Any, defs: dict[str, Any]) -> Any:
     return node
 
 
-def _schema(model: type[BaseModel], mode: str) -> dict[str, Any]:
-    schema = model.model_json_schema(mode=mode)  # type: ignore[arg-type]
+def _schema(model: type[BaseModel], mode: JsonSchemaMode) -> dict[str, Any]:
+    schema = model.model_json_schema(mode=mode)
     inlined: dict[str, Any] = _inline_refs(schema, schema.pop("$defs", {}))
     return inlined
 
@@ -189,7 +190,7 @@ def _schema(model: type[BaseModel], mode: str) -> dict[str, Any]:
 def openapi_paths() -> dict[str, Any]:
     """The OpenAPI path items of ``/route`` and ``/route/batch`` (bodies, answers, errors)."""
 
-    def content(model: type[BaseModel], mode: str) -> dict[str, Any]:
+    def content(model: type[BaseModel], mode: JsonSchemaMode) -> dict[str, Any]:
         return {"content": {JSON: {"schema": _schema(model, mode)}}}
 
     errors = {
