@@ -143,6 +143,7 @@ class RouteResponse(BaseModel):
     meets_slo: bool | None = Field(
         default=None, description="queue-aware: the chosen path is predicted to meet the targets"
     )
+    # Models built at import by create_model: mypy cannot see them as types.
     breakdown: DesignTerms | QueueAwareTerms  # type: ignore[valid-type]
     params_id: str
     request_id: str | None = None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -71,7 +72,9 @@ def test_route_takes_the_optional_inputs_and_the_model(
     assert main([*base, *flags, "--params", str(queue_aware_params_file), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     model = QueueAwareModel(load_params(queue_aware_params_file))
-    b = model.decide(RouteInputs(1024, 200, 8, **state))  # type: ignore[arg-type]
+    inputs = RouteInputs(1024, 200, 8, prefill_queue_requests=4, prefill_pool_gpus=2)
+    inputs = dataclasses.replace(inputs, cached_prompt_tokens=64, ttft_slo_ms=900.0)
+    b = model.decide(inputs)
     assert out["model"] == "queue-aware" and out["decision"] == b.decision and out["reason"] == b.reason
     assert out["breakdown"]["prefill_wait_ms"] == b.prefill_wait_ms
     assert out["assumed"] == list(b.assumed) and "prefill_queue_requests" not in out["assumed"]

@@ -34,7 +34,7 @@ def test_build_model_rejects_weights_larger_than_memory() -> None:
 
 def test_build_model_rejects_an_unknown_fit() -> None:
     with pytest.raises(InvalidCurves, match="throughput_fit"):
-        build_model(make_curve_set(), "cubic")  # type: ignore[arg-type]
+        build_model(make_curve_set(), "cubic")  # type: ignore[arg-type]  # a bad value on purpose
 
 
 def test_model_to_dict_lists_coefficients_and_ranges() -> None:
