@@ -25,6 +25,7 @@ RUN python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml
     && pip install --no-cache-dir -r /tmp/requirements.txt
 # Only what the service imports: no profiling/, so no torch can come in.
 COPY README.md ./
+COPY pdroute_core ./pdroute_core
 COPY solver ./solver
 COPY app ./app
 RUN pip install --no-cache-dir --no-deps . \
@@ -69,6 +70,7 @@ RUN python -c "import torch; print('torch==' + torch.__version__)" > /tmp/constr
     && python -c "import tomllib; p = tomllib.load(open('pyproject.toml', 'rb'))['project']; print('\n'.join(p['dependencies'] + p['optional-dependencies']['profiling']))" > /tmp/requirements.txt \
     && pip install --no-cache-dir -c /tmp/constraints.txt -r /tmp/requirements.txt
 COPY README.md ./
+COPY pdroute_core ./pdroute_core
 COPY solver ./solver
 COPY app ./app
 COPY profiling ./profiling

@@ -14,8 +14,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from app.loop_metrics import CounterChild, LoopCounter, LoopHistogram
 from app.params_store import LoadedParams
-from solver.routing import RouteInputs, all_reasons
-from solver.routing.types import Breakdown
+from pdroute_core.routing import RouteInputs, all_reasons
+from pdroute_core.routing.types import Breakdown
 
 # Predicted end-to-end latencies span ~10 ms (short prompt, few tokens) to minutes.
 LATENCY_BUCKETS_S = (
@@ -80,7 +80,7 @@ class Metrics:
         # Updated on every request, on the event loop thread only: lock-free (app.loop_metrics).
         self.decisions = LoopCounter(
             "pdroute_route_decisions",
-            "Routing decisions made, by outcome and reason code (a bounded set: solver.routing).",
+            "Routing decisions made, by outcome and reason code (a bounded set: pdroute_core.routing).",
             ["decision", "reason"],
             registry=registry,
         )

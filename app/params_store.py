@@ -15,10 +15,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from pdroute_core.params import CostModelParams
+from pdroute_core.routing import AUTO, DecisionModel, build_model
+from pdroute_core.routing.queue_aware import DEFAULT_HARM_WEIGHT, DEFAULT_SLO_MARGIN
 from solver.errors import InvalidParams
-from solver.params import CostModelParams, load_params, save_params
-from solver.routing import AUTO, DecisionModel, build_model
-from solver.routing.queue_aware import DEFAULT_HARM_WEIGHT, DEFAULT_SLO_MARGIN
+from solver.params import load_params, save_params
 
 log = logging.getLogger("pdroute.params")
 
@@ -92,7 +93,7 @@ class ParamsStore:
         slo_margin: float = DEFAULT_SLO_MARGIN,
     ) -> None:
         self.path = path
-        self.model_name = model_name  # a name of solver.routing.registry, or "auto"
+        self.model_name = model_name  # a name of pdroute_core.routing.registry, or "auto"
         self.harm_weight = harm_weight
         self.slo_margin = slo_margin
         self.last_good_path = last_good_path

@@ -1,6 +1,6 @@
 """The ``/route`` answer, derived from the deciding model's breakdown dataclass.
 
-A breakdown (``solver.routing.types``) starts with the fields every model shares
+A breakdown (``pdroute_core.routing.types``) starts with the fields every model shares
 (``HEAD_FIELDS``: decision, reason, both predicted latencies, the assumed inputs); the rest are
 the model's own terms (``term_names``). The answer puts the head fields and the model's name at
 the top level, flags such as ``meets_slo`` beside them, and every other term under
@@ -21,7 +21,7 @@ from typing import Any
 
 import pydantic_core
 
-from solver.routing import term_names
+from pdroute_core.routing import term_names
 
 # Terms shown beside the decision rather than under "breakdown": what a gateway acts on.
 TOP_LEVEL_TERMS = ("meets_slo",)

@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal, get_type_hints
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, create_model, field_validator
 
 from app.route_codec import breakdown_terms
-from solver.routing import QueueAwareBreakdown, RouteBreakdown
+from pdroute_core.routing import QueueAwareBreakdown, RouteBreakdown
 
 # Upper bounds: far beyond any real request, low enough that the arithmetic stays exact.
 MAX_PROMPT_LEN = 16_777_216  # 16M tokens
@@ -29,7 +29,7 @@ class _Strict(BaseModel):
 
 class RouteRequest(_Strict):
     """One request as the gateway sees it. The design's fields first; the rest are optional
-    state a gateway may report (``solver.routing.types.OPTIONAL_INPUTS``): a missing one takes
+    state a gateway may report (``pdroute_core.routing.types.OPTIONAL_INPUTS``): a missing one takes
     the decision model's stated default and is listed in the answer's ``assumed``."""
 
     prompt_len: Annotated[int, Field(ge=1, le=MAX_PROMPT_LEN, description="prompt tokens")]

@@ -9,7 +9,7 @@ from typing import Literal
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from solver.routing.queue_aware import DEFAULT_HARM_WEIGHT, DEFAULT_SLO_MARGIN
+from pdroute_core.routing.queue_aware import DEFAULT_HARM_WEIGHT, DEFAULT_SLO_MARGIN
 
 
 def embedded_params_path() -> Path:

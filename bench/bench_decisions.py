@@ -41,12 +41,13 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from pdroute_core.params import CostModelParams
+from pdroute_core.routing.design import AnalyticalCostModel
+from pdroute_core.routing.queue_aware import QueueAwareModel
 from solver.fit import fit_profile
-from solver.params import CostModelParams, load_params
+from solver.params import load_params
 from solver.profile_io import load_profile
 from solver.profile_result import ProfileResult
-from solver.routing.design import AnalyticalCostModel
-from solver.routing.queue_aware import QueueAwareModel
 from solver.sim import (
     BEST_STATIC,
     AlwaysCollocated,

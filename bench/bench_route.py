@@ -33,8 +33,8 @@ import numpy as np
 
 from app.http_protocol import HTTP_PROTOCOL, MAX_HEAD_BYTES
 from app.settings import embedded_params_path
+from pdroute_core.routing import RouteColumns, build_model
 from solver.params import load_params
-from solver.routing import RouteColumns, build_model
 
 DESIGN_BODY: dict[str, object] = {"prompt_len": 1024, "predicted_output_len": 200, "system_load": 8}
 # What a gateway that reports its queues sends to the queue-aware model.

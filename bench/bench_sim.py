@@ -21,10 +21,10 @@ import sys
 import time
 from pathlib import Path
 
+from pdroute_core.routing.design import AnalyticalCostModel
 from solver.fit import fit_profile
 from solver.profile_io import load_profile
 from solver.profile_result import ProfileResult
-from solver.routing.design import AnalyticalCostModel
 from solver.sim import (
     AlwaysCollocated,
     ClusterSimulation,

@@ -1,12 +1,22 @@
-"""The small vocabulary of domain errors the core raises; ``app.errors`` maps them to HTTP."""
+"""The small vocabulary of domain errors the core raises; ``app.errors`` maps them to HTTP.
 
+``PdrouteError`` and ``InvalidParams`` belong to the model core (``pdroute_core.errors``) and are
+named here too, so the rest of the solver has one place to import its errors from.
+"""
 
-class PdrouteError(Exception):
-    """Base class of every error pdroute raises on purpose."""
+from pdroute_core.errors import InvalidParams, PdrouteError
 
-
-class InvalidParams(PdrouteError):
-    """A params file or params mapping is unusable (missing, malformed, out of range)."""
+__all__ = [
+    "FitError",
+    "InfeasiblePlan",
+    "InvalidCurves",
+    "InvalidParams",
+    "InvalidProfile",
+    "InvalidSimConfig",
+    "InvalidTrace",
+    "PdrouteError",
+    "UnsupportedSource",
+]
 
 
 class InvalidProfile(PdrouteError):

@@ -42,6 +42,7 @@ import math
 import numbers
 from collections.abc import Mapping, Sequence
 
+from pdroute_core.params import CostModelParams, ParamsMetadata
 from solver.errors import FitError, InvalidProfile
 from solver.fit_provenance import (
     check_table,
@@ -63,7 +64,6 @@ from solver.fit_report import (
     save_fit_report,
 )
 from solver.lstsq import affine, r_squared, slope_through_origin
-from solver.params import CostModelParams, ParamsMetadata
 from solver.profile_result import ProfileResult
 
 __all__ = ["FitReport", "ParameterFit", "Residual", "fit_profile", "save_fit_report"]

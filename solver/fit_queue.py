@@ -1,6 +1,6 @@
 """Fit the queue-aware model's forms (``QueueAwareParams``) to a profile's tables.
 
-The forms are in ``solver.queue_params``. Each is a small least-squares fit with
+The forms are in ``pdroute_core.queue_params``. Each is a small least-squares fit with
 non-negative coefficients, solved from normal equations summed with ``math.fsum`` (so a
 profile refits to the same bits on any machine) and reported as one ``ParameterFit`` with R^2,
 every residual and the warnings of ``solver.fit_report.quality_warnings``:
@@ -26,10 +26,10 @@ import math
 from collections.abc import Mapping, Sequence
 from itertools import combinations, pairwise
 
+from pdroute_core.queue_params import QueueAwareParams
 from solver.errors import FitError
 from solver.fit_report import ParameterFit, quality_warnings, residuals_of
 from solver.lstsq import r_squared, slope_through_origin
-from solver.queue_params import QueueAwareParams
 
 KNEE_STEPS = 32  # candidate knees between two measured prompt lengths
 BATCH_DEPENDENCE_WARN = 0.25  # warn when the batch term moves the chunk cost by more than 25%

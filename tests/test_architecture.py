@@ -1,6 +1,6 @@
 """The flows of docs/architecture.md walk one way: checked on every import in the tree.
 
-Read with ``ast`` (nothing is imported): every ``import`` and ``from ... import`` of the three
+Read with ``ast`` (nothing is imported): every ``import`` and ``from ... import`` of the four
 packages, at module level and inside functions, except under ``if TYPE_CHECKING:``.
 """
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("app", "solver", "profiling")
+PACKAGES = ("app", "solver", "profiling", "pdroute_core")
 
 
 def _module_name(path: Path) -> str:
@@ -79,11 +79,12 @@ def _imported_by(prefix: str, *, top_level_only: bool = False) -> dict[str, set[
     ("importer", "forbidden"),
     [
         ("solver", ("app", "profiling")),  # the core never reaches the edges
-        ("solver.routing", ("solver.sim", "solver.plan", "solver.plots", "solver.fit", "solver.fit_queue")),
+        # The model core ships alone in the gateway client: it imports nothing else of pdroute.
+        ("pdroute_core", ("app", "solver", "profiling")),
         ("solver.sim", ("solver.plan", "solver.plots")),
-        ("solver.fit", ("solver.routing", "solver.sim", "solver.plan")),
-        ("solver.fit_queue", ("solver.routing", "solver.sim", "solver.plan")),
-        ("solver.params", ("solver.routing", "solver.sim", "solver.plan", "solver.fit")),
+        ("solver.fit", ("pdroute_core.routing", "solver.sim", "solver.plan")),
+        ("solver.fit_queue", ("pdroute_core.routing", "solver.sim", "solver.plan")),
+        ("solver.params", ("pdroute_core.routing", "solver.sim", "solver.plan", "solver.fit")),
     ],
 )
 def test_no_module_imports_what_calls_it(importer: str, forbidden: tuple[str, ...]) -> None:
@@ -133,6 +134,6 @@ def test_module_level_imports_have_no_cycles() -> None:
 
 def test_the_reader_sees_real_edges() -> None:
     # The checks above are only worth something if edges are found: a few known ones.
-    assert "solver.routing.queue_aware" in _imported_by("solver.sim")["solver.sim.policies"]
+    assert "pdroute_core.routing.queue_aware" in _imported_by("solver.sim")["solver.sim.policies"]
     assert "solver.params" in _imported_by("app")["app.params_store"]
     assert any(i.startswith("profiling") for i in _imported_by("app")["app.commands.profile"])

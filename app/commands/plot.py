@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from app.commands.usage import UsageError
+from pdroute_core.routing.design import AnalyticalCostModel
 from solver.params import load_params
-from solver.routing.design import AnalyticalCostModel
 
 
 def register(sub: Any) -> None:

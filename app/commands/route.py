@@ -19,9 +19,9 @@ from app.route_codec import encoder_for
 from app.routes.route import RouteDefaults, decide
 from app.schemas import RouteRequest
 from app.settings import embedded_params_path
+from pdroute_core.routing import AUTO, MODEL_NAMES, OPTIONAL_INPUTS, build_model
+from pdroute_core.routing.queue_aware import DEFAULT_HARM_WEIGHT, DEFAULT_SLO_MARGIN
 from solver.params import load_params
-from solver.routing import AUTO, MODEL_NAMES, OPTIONAL_INPUTS, build_model
-from solver.routing.queue_aware import DEFAULT_HARM_WEIGHT, DEFAULT_SLO_MARGIN
 
 # The request fields whose flag is not ``--<field with dashes>``.
 _FLAG_OF = {"predicted_output_len": "--output-len"}

@@ -42,8 +42,8 @@ def run(args: argparse.Namespace) -> int:
     import uvicorn
 
     from app.http_protocol import HTTP_PROTOCOL, MAX_HEAD_BYTES
+    from pdroute_core.routing import build_model
     from solver.params import load_params
-    from solver.routing import build_model
 
     overrides = {
         "host": args.host,

@@ -99,10 +99,10 @@ def _numbers(text: str, flag: str) -> list[float]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from pdroute_core.routing.design import AnalyticalCostModel
+    from pdroute_core.routing.queue_aware import QueueAwareModel
     from solver.params import load_params
     from solver.profile_io import load_profile
-    from solver.routing.design import AnalyticalCostModel
-    from solver.routing.queue_aware import QueueAwareModel
     from solver.sim import (
         FleetConfig,
         LengthDistribution,

@@ -29,8 +29,8 @@ from app.params_store import ParamsStore
 from app.route_codec import encoder_for
 from app.schemas import ErrorResponse, RouteBatchRequest, RouteBatchResponse, RouteRequest, RouteResponse
 from app.settings import Settings
+from pdroute_core.routing import DecisionModel, RouteColumns, RouteInputs
 from solver.errors import PdrouteError
-from solver.routing import DecisionModel, RouteColumns, RouteInputs
 
 JSON = "application/json"
 _JSON_HEADER = (b"content-type", b"application/json")

@@ -1,6 +1,6 @@
 """The four figures of a fitted cost model, as PNG files (matplotlib, Agg, no pyplot).
 
-    from solver.routing.design import AnalyticalCostModel
+    from pdroute_core.routing.design import AnalyticalCostModel
     plot_all(AnalyticalCostModel(load_params("params.json")), "plots/", profile=profile)
 
 or ``pdroute plot params.json --profile profile.json -o plots/``. matplotlib is imported inside
@@ -31,8 +31,8 @@ from solver.plots.figure import new_figure, save_png
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
+    from pdroute_core.routing.design import AnalyticalCostModel
     from solver.profile_result import ProfileResult
-    from solver.routing.design import AnalyticalCostModel
 
 COLLOCATED_COLOUR = "#d62728"  # red
 DISAGGREGATED_COLOUR = "#2ca02c"  # green

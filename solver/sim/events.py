@@ -33,8 +33,8 @@ from heapq import heappop, heappush
 
 import numpy as np
 
+from pdroute_core.routing.types import DISAGGREGATED
 from solver.errors import InvalidSimConfig
-from solver.routing.types import DISAGGREGATED
 from solver.sim.batching_gpu import BatchingGpu
 from solver.sim.fleet import FleetConfig
 from solver.sim.latency import StepLatency

@@ -1,6 +1,6 @@
 """The gateway's view as a decision model's request: ``RouteView`` -> ``RouteInputs``.
 
-A policy wrapping a ``solver.routing`` model passes ``route_inputs(view)`` to its ``decide``.
+A policy wrapping a ``pdroute_core.routing`` model passes ``route_inputs(view)`` to its ``decide``.
 Every optional input is reported (the simulator knows them all), so the model assumes nothing:
 
 | RouteInputs | RouteView |
@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from solver.routing.types import RouteInputs
+from pdroute_core.routing.types import RouteInputs
 
 if TYPE_CHECKING:  # policies.py builds its model policies on route_inputs
     from solver.sim.policies import RouteView

@@ -34,10 +34,10 @@ import math
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
+from pdroute_core.routing.design import AnalyticalCostModel
+from pdroute_core.routing.queue_aware import QueueAwareModel
+from pdroute_core.routing.types import COLLOCATED, DISAGGREGATED, Decision, DecisionModel
 from solver.errors import InvalidSimConfig
-from solver.routing.design import AnalyticalCostModel
-from solver.routing.queue_aware import QueueAwareModel
-from solver.routing.types import COLLOCATED, DISAGGREGATED, Decision, DecisionModel
 from solver.sim.inputs import route_inputs
 
 POLICY_NAMES = ("collocated", "disaggregated", "threshold", "threshold-queue", "cost-model", "queue-aware")
@@ -162,7 +162,7 @@ class PromptAndQueueThreshold:
 
 
 class ModelPolicy:
-    """A ``solver.routing`` decision model on the gateway's view (``route_inputs``).
+    """A ``pdroute_core.routing`` decision model on the gateway's view (``route_inputs``).
 
     Its predictions are the breakdown's own for the chosen path (``chosen_ttft_ms``,
     ``chosen_e2e_ms``); it answers infeasible when the breakdown says no path meets the targets

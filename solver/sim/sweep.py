@@ -4,7 +4,7 @@ Example (no HTTP, no files beyond the inputs)::
 
     from solver.profile_io import load_profile
     from solver.params import load_params
-    from solver.routing.design import AnalyticalCostModel
+    from pdroute_core.routing.design import AnalyticalCostModel
     from solver.sim import FleetConfig, format_table, make_policy, read_trace, run_sweep
 
     profile = load_profile("profile.json")
@@ -28,10 +28,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from pdroute_core.routing.design import AnalyticalCostModel
+from pdroute_core.routing.queue_aware import QueueAwareModel
 from solver.errors import InvalidSimConfig
 from solver.profile_result import ProfileResult
-from solver.routing.design import AnalyticalCostModel
-from solver.routing.queue_aware import QueueAwareModel
 from solver.sim.events import ClusterSimulation
 from solver.sim.fleet import FleetConfig
 from solver.sim.hindsight import STATIC_RULES, BestStatic, StaticRuns, best_static_metrics

@@ -18,9 +18,10 @@ import httpx
 import pytest
 
 from app.cli import main
-from solver.params import load_params, params_from_dict
-from solver.routing import QueueAwareModel, RouteInputs
-from solver.routing.design import AnalyticalCostModel
+from pdroute_core.params import params_from_dict
+from pdroute_core.routing import QueueAwareModel, RouteInputs
+from pdroute_core.routing.design import AnalyticalCostModel
+from solver.params import load_params
 from tests.app.conftest import ServeProcess
 from tests.conftest import TEST_PARAMS, write_params
 

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from app.schemas import MAX_LOAD, MAX_PROMPT_LEN, MAX_SLO_MS, MAX_TOKENS
-from solver.routing import OPTIONAL_INPUTS
+from pdroute_core.routing import OPTIONAL_INPUTS
 from tests.app.conftest import LiveServer
 
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from solver.params import params_from_dict
-from solver.routing.design import AnalyticalCostModel
+from pdroute_core.params import params_from_dict
+from pdroute_core.routing.design import AnalyticalCostModel
 from tests.app.conftest import LiveServer
 from tests.conftest import TEST_PARAMS
 

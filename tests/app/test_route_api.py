@@ -10,9 +10,9 @@ import pytest
 
 from app.route_codec import encoder_for
 from app.schemas import RouteResponse
-from solver.params import params_from_dict
-from solver.routing import term_names
-from solver.routing.design import AnalyticalCostModel
+from pdroute_core.params import params_from_dict
+from pdroute_core.routing import term_names
+from pdroute_core.routing.design import AnalyticalCostModel
 from tests.app.conftest import LiveServer
 from tests.conftest import TEST_PARAMS
 

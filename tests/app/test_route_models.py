@@ -1,7 +1,7 @@
 """``/route`` with the decision models: selection, the optional inputs, default SLOs, the 500 path.
 
 Real uvicorn on loopback, spoken to with httpx; every expected answer is the model's own
-``decide`` on the same inputs, so the HTTP edge is checked, not the maths (tests/solver/routing).
+``decide`` on the same inputs, so the HTTP edge is checked, not the maths (tests/pdroute_core/routing).
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ import pytest
 
 import app.params_store
 from app.route_codec import breakdown_terms
+from pdroute_core.routing import OPTIONAL_INPUTS, QueueAwareModel, RouteInputs, build_model
+from pdroute_core.routing.queue_aware import DEFAULT_HARM_WEIGHT
 from solver.errors import InvalidParams
 from solver.params import load_params
-from solver.routing import OPTIONAL_INPUTS, QueueAwareModel, RouteInputs, build_model
-from solver.routing.queue_aware import DEFAULT_HARM_WEIGHT
 from tests.app.conftest import LiveServer
 from tests.conftest import write_params
 
@@ -211,13 +211,13 @@ def test_openapi_documents_the_new_inputs_and_both_breakdowns(qa_server: LiveSer
 
 
 def _design_breakdown() -> Any:
-    from solver.routing.design import RouteBreakdown
+    from pdroute_core.routing.design import RouteBreakdown
 
     return RouteBreakdown("collocated", "kv_transfer", 0.0, 0.0, (), 0.0, 0.0, 0.0, 0.0, 0.0)
 
 
 def _qa_breakdown() -> Any:
-    from solver.routing import QueueAwareBreakdown
+    from pdroute_core.routing import QueueAwareBreakdown
 
     names = breakdown_terms(QueueAwareBreakdown)
     return QueueAwareBreakdown("collocated", "x", 0.0, 0.0, (), True, *[0.0] * len(names))

@@ -10,7 +10,7 @@ from typing import Any
 import kubernetes_validate
 import pytest
 
-from solver.params import parse_params
+from pdroute_core.params import parse_params
 from tests.deploy.conftest import KUBERNETES, KUSTOMIZATIONS, find, render
 
 # The schema version checked against; kubernetes-validate ships it (strict: unknown fields

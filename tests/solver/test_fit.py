@@ -10,13 +10,13 @@ from typing import Any, TypedDict
 import numpy as np
 import pytest
 
+from pdroute_core.routing.design import AnalyticalCostModel
 from solver.errors import FitError, InvalidProfile
 from solver.fit import FLAT_DECODE_TOLERANCE, FitReport, Residual, fit_profile, save_fit_report
 from solver.fit_report import fit_report_path
 from solver.params import load_params, save_params
 from solver.profile_io import load_profile, save_profile_json
 from solver.profile_result import QUICK_GRIDS
-from solver.routing.design import AnalyticalCostModel
 from tests.solver.synthetic_profiles import DENSE_GRIDS, DESIGN_GRIDS, synthetic_profile, with_tables
 
 

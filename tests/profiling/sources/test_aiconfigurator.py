@@ -22,13 +22,13 @@ from prometheus_client import CollectorRegistry
 
 from app.main import create_app
 from app.settings import Settings, embedded_params_path
+from pdroute_core.routing.design import AnalyticalCostModel
 from profiling.sources.aiconfigurator import profile_from_aiconfigurator
 from solver.errors import UnsupportedSource
 from solver.fit import fit_profile
 from solver.params import load_params, save_params
 from solver.profile_io import load_profile, save_profile_json
 from solver.profile_result import ProfileGrids, ProfileResult, profile_from_json_dict
-from solver.routing.design import AnalyticalCostModel
 
 ROOT = Path(__file__).resolve().parents[3]
 GRIDS = ProfileGrids()

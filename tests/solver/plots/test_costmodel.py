@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from pdroute_core.params import CostModelParams, ParamsMetadata
+from pdroute_core.routing.design import AnalyticalCostModel
 from solver.fit import fit_profile
-from solver.params import CostModelParams, ParamsMetadata
 from solver.plots import costmodel as plots
 from solver.plots.costmodel import (
     BAR_LOADS,
@@ -24,7 +25,6 @@ from solver.plots.costmodel import (
     plot_decode_curve,
 )
 from solver.plots.figure import save_png
-from solver.routing.design import AnalyticalCostModel
 from tests.solver.synthetic_profiles import synthetic_profile
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -177,7 +177,14 @@ def test_plots_work_for_params_without_a_fit_report(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     "module",
-    ["solver.routing.design", "solver.fit", "solver.params", "solver.plan", "solver.plots", "solver.sim"],
+    [
+        "pdroute_core.routing.design",
+        "solver.fit",
+        "solver.params",
+        "solver.plan",
+        "solver.plots",
+        "solver.sim",
+    ],
 )
 def test_core_modules_do_not_import_matplotlib(module: str) -> None:
     code = f"import sys, {module}; sys.exit('matplotlib' in sys.modules)"

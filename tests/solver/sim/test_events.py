@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from pdroute_core.routing.types import COLLOCATED
 from solver.errors import InvalidSimConfig
 from solver.profile_result import ProfileResult
-from solver.routing.types import COLLOCATED
 from solver.sim import (
     AlwaysCollocated,
     AlwaysDisaggregated,

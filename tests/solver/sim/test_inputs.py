@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from solver.routing.types import OPTIONAL_INPUTS
+from pdroute_core.routing.types import OPTIONAL_INPUTS
 from solver.sim import RouteView
 from solver.sim.inputs import route_inputs
 

@@ -9,13 +9,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pdroute_core.params import params_from_dict
+from pdroute_core.routing.design import AnalyticalCostModel
+from pdroute_core.routing.queue_aware import QueueAwareModel
+from pdroute_core.routing.types import COLLOCATED, DISAGGREGATED
 from solver.errors import InvalidSimConfig
 from solver.fit_queue import fit_queue_aware
-from solver.params import params_from_dict
 from solver.profile_result import ProfileResult
-from solver.routing.design import AnalyticalCostModel
-from solver.routing.queue_aware import QueueAwareModel
-from solver.routing.types import COLLOCATED, DISAGGREGATED
 from solver.sim import (
     POLICY_NAMES,
     BestStatic,

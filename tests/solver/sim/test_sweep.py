@@ -7,9 +7,9 @@ import json
 import numpy as np
 import pytest
 
+from pdroute_core.routing.types import COLLOCATED
 from solver.errors import InvalidSimConfig
 from solver.profile_result import ProfileResult
-from solver.routing.types import COLLOCATED
 from solver.sim import (
     AlwaysCollocated,
     FleetConfig,

@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from pdroute_core.routing.types import COLLOCATED, DISAGGREGATED
 from solver.profile_result import ProfileResult
-from solver.routing.types import COLLOCATED, DISAGGREGATED
 from solver.sim import (
     ClusterSimulation,
     FleetConfig,

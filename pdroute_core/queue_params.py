@@ -1,7 +1,7 @@
 """``QueueAwareParams``: the fitted step-time forms of the queue-aware decision model.
 
 Stored in ``params.json`` (schema version 2) under the key ``"queue_aware"``; the model's
-formulas are in ``solver.routing.queue_aware`` and the fit in ``solver.fit_queue``. Every form
+formulas are in ``pdroute_core.routing.queue_aware`` and the fit in ``solver.fit_queue``. Every form
 is fitted from the same profile tables as the design's six parameters (times in ms)::
 
     prefill on a prefill GPU:   T_P(u) = prefill_floor_ms
@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from solver.errors import InvalidParams
+from pdroute_core.errors import InvalidParams
 
 # Same plausibility bound as the design's parameters (solver.params): no answer can overflow.
 QUEUE_PARAM_MAX = 1e9

@@ -1,17 +1,17 @@
 """Decision models by name: the one place that turns a params set and a name into a model.
 
-``design`` is the design document's analytical model (``solver.routing.design``); it serves
-any params file. ``queue-aware`` (``solver.routing.queue_aware``) needs params of schema
+``design`` is the design document's analytical model (``pdroute_core.routing.design``); it serves
+any params file. ``queue-aware`` (``pdroute_core.routing.queue_aware``) needs params of schema
 version 2, which carry its fitted forms. ``default_model_name`` picks the queue-aware model
 when the params carry it, so a version-1 file keeps serving the design's model.
 """
 
 from __future__ import annotations
 
-from solver.errors import InvalidParams
-from solver.params import CostModelParams
-from solver.routing import design, queue_aware
-from solver.routing.types import DecisionModel
+from pdroute_core.errors import InvalidParams
+from pdroute_core.params import CostModelParams
+from pdroute_core.routing import design, queue_aware
+from pdroute_core.routing.types import DecisionModel
 
 MODEL_NAMES = (design.NAME, queue_aware.NAME)
 AUTO = "auto"

@@ -11,10 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from solver.errors import InvalidParams
-from solver.params import params_from_dict
-from solver.queue_params import QueueAwareParams
-from solver.routing import (
+from pdroute_core.params import params_from_dict
+from pdroute_core.queue_params import QueueAwareParams
+from pdroute_core.routing import (
     AUTO,
     OPTIONAL_INPUTS,
     AnalyticalCostModel,
@@ -27,7 +26,8 @@ from solver.routing import (
     default_model_name,
     term_names,
 )
-from solver.routing.queue_aware import REASONS
+from pdroute_core.routing.queue_aware import REASONS
+from solver.errors import InvalidParams
 from tests.conftest import TEST_PARAMS
 
 # Round forms so every term below can be checked by hand.

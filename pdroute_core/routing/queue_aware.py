@@ -2,7 +2,7 @@
 
 It predicts, for both paths, the request's own TTFT, TPOT and end-to-end latency and the
 harm the path does to other requests, then decides on ``own e2e + w * harm`` under the
-request's TTFT/TPOT targets. Step-time forms (``solver.queue_params``, fitted from the profile
+request's TTFT/TPOT targets. Step-time forms (``pdroute_core.queue_params``, fitted from the profile
 by ``solver.fit_queue``)::
 
     T_P(u)  = prefill_floor + prefill_per_token * max(0, u - knee)      a prefill of u tokens
@@ -70,9 +70,9 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from solver.params import CostModelParams
-from solver.queue_params import QueueAwareParams
-from solver.routing.types import (
+from pdroute_core.params import CostModelParams
+from pdroute_core.queue_params import QueueAwareParams
+from pdroute_core.routing.types import (
     COLLOCATED,
     DISAGGREGATED,
     OPTIONAL_INPUTS,

@@ -1,9 +1,9 @@
 """Routing decisions: what a decision model is, the two models, and the registry by name."""
 
-from solver.routing.design import AnalyticalCostModel, RouteBatch, RouteBreakdown
-from solver.routing.queue_aware import QueueAwareBatch, QueueAwareBreakdown, QueueAwareModel
-from solver.routing.registry import AUTO, MODEL_NAMES, all_reasons, build_model, default_model_name
-from solver.routing.types import (
+from pdroute_core.routing.design import AnalyticalCostModel, RouteBatch, RouteBreakdown
+from pdroute_core.routing.queue_aware import QueueAwareBatch, QueueAwareBreakdown, QueueAwareModel
+from pdroute_core.routing.registry import AUTO, MODEL_NAMES, all_reasons, build_model, default_model_name
+from pdroute_core.routing.types import (
     COLLOCATED,
     DISAGGREGATED,
     OPTIONAL_INPUTS,

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from solver.params import CostModelParams, params_from_dict
-from solver.routing.design import AnalyticalCostModel
-from solver.routing.types import COLLOCATED, DISAGGREGATED
+from pdroute_core.params import CostModelParams, params_from_dict
+from pdroute_core.routing.design import AnalyticalCostModel
+from pdroute_core.routing.types import COLLOCATED, DISAGGREGATED
 from tests.conftest import TEST_PARAMS
 
 # The design's RTX 4090 figures (gamma, pinned-relay bandwidth, Qwen3-8B KV bytes, batch_thresh)
