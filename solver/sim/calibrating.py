@@ -67,6 +67,12 @@ class CalibratingPolicy:
     def name(self) -> str:
         return self._name
 
+    def fresh(self) -> CalibratingPolicy:
+        """The same policy with nothing learnt (a sweep starts each load from here)."""
+        return CalibratingPolicy(
+            self.raw_model, Calibrator(self.calibrator.config), self.refresh_every, self._name
+        )
+
     def decide(self, view: RouteView) -> PolicyAnswer:
         b = self.model.decide(route_inputs(view))
         return PolicyAnswer(b.decision, b.chosen_ttft_ms, b.chosen_e2e_ms, not b.meets_slo)
