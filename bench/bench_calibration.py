@@ -98,7 +98,10 @@ def median_error(pred: np.ndarray, actual: np.ndarray) -> float | None:
 
 class Runs:
     def __init__(self, args: argparse.Namespace) -> None:
-        profile = load_profile(ROOT / "solver" / "data" / "profiles" / f"{args.fleet_profile}.json")
+        path = Path(args.fleet_profile)
+        if not path.suffix:
+            path = ROOT / "solver" / "data" / "profiles" / f"{args.fleet_profile}.json"
+        profile = load_profile(path)
         self.latency = StepLatency(profile)
         self.fleet = FleetConfig("conditional", 2, 6, 0, chunk_size=self.latency.max_chunk)
         self.right = QueueAwareModel(params_for(args.fleet_profile, profile))
@@ -135,7 +138,7 @@ class Runs:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--fleet-profile", default="qwen3-8b_h100_sxm_vllm_network")
+    parser.add_argument("--fleet-profile", default="qwen3-8b_h100_sxm_vllm_network", help="name or path")
     parser.add_argument(
         "--params", default="qwen3-8b_h200_sxm_vllm_nvlink", help="the wrong params (name or path)"
     )
