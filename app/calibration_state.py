@@ -93,7 +93,12 @@ class CalibrationState:
 
     def model_for(self, params_id: str, model: DecisionModel) -> DecisionModel:
         """The model ``/route`` decides with (module docstring)."""
-        if not self.enabled or not isinstance(model, QueueAwareModel):
+        if not self.enabled:
+            return model
+        if not isinstance(model, QueueAwareModel):
+            if self._raw is not None:  # reloaded onto a model that is not calibrated
+                with self._lock:
+                    self._raw = self._model = None
             return model
         if self._raw is not model:
             with self._lock:

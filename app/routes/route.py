@@ -30,7 +30,7 @@ from app.params_store import ParamsStore
 from app.route_codec import encoder_for
 from app.schemas import ErrorResponse, RouteBatchRequest, RouteBatchResponse, RouteRequest, RouteResponse
 from app.settings import Settings
-from pdroute_core.routing import DecisionModel, RouteColumns, RouteInputs
+from pdroute_core.routing import DecisionModel, QueueAwareModel, RouteColumns, RouteInputs
 from solver.errors import PdrouteError
 
 JSON = "application/json"
@@ -176,8 +176,8 @@ class RouteEndpoint:
         inputs, b = decide(served, req, self.defaults)
         self.record(b, inputs)
         body = encoder_for(type(b)).encode(b, served.name, params_id, req.request_id)
-        if served is model and cal.raw_model() is None:
-            return body  # not a queue-aware model: nothing is calibrated
+        if not isinstance(model, QueueAwareModel):
+            return body  # only the queue-aware model is calibrated
         raw = b if served is model else model.decide(inputs)
         if req.request_id is not None:
             cal.remember(req.request_id, inputs, b.decision, b.chosen_ttft_ms, b.chosen_e2e_ms)
@@ -210,7 +210,7 @@ class RouteEndpoint:
         results = []
         for req, one, b in zip(reqs, *decide_batch(model, reqs, self.defaults), strict=True):
             self.record(b, one)
-            if cal is not None and req.request_id is not None and cal.raw_model() is not None:
+            if cal is not None and req.request_id is not None and isinstance(model, QueueAwareModel):
                 cal.remember(req.request_id, one, b.decision, b.chosen_ttft_ms, b.chosen_e2e_ms)
             results.append(encoder_for(type(b)).to_dict(b, model.name, snapshot.params_id, req.request_id))
         return pydantic_core.to_json({"results": results, "params_id": snapshot.params_id})

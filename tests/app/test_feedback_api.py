@@ -226,3 +226,24 @@ def test_design_model_is_not_calibrated(make_server: Any, params_file: Path) -> 
         r = client.post("/feedback", json={"request_id": "d", "ttft_ms": 3.0})
     assert "calibration" not in body
     assert r.status_code == 202 and r.json()["not_calibrated"] == 1
+
+
+def test_reload_onto_the_design_model_and_back(make_server: Any, queue_aware_params_file: Path) -> None:
+    server = _server(make_server, queue_aware_params_file, **ON)
+    v2 = queue_aware_params_file.read_text()
+    with server.client() as client:
+        tpot = client.post("/route", json=ROUTE).json()["calibration"]["raw"]["tpot_disaggregated_ms"]
+        items = [{"inputs": ROUTE, "path": "disaggregated", "tpot_ms": 1.2 * tpot} for _ in range(10)]
+        client.post("/feedback/batch", json={"items": items})
+        write_params(queue_aware_params_file)  # schema 1: the design model serves
+        server.app.state.store.reload()
+        design = client.post("/route", json={**ROUTE, "request_id": "d1"})
+        fb = client.post("/feedback", json={"request_id": "d1", "ttft_ms": 4.0})
+        batch = client.post("/route/batch", json={"requests": [{**ROUTE, "request_id": "d2"}]})
+        queue_aware_params_file.write_text(v2)  # the same queue-aware params again: corrections kept
+        server.app.state.store.reload()
+        back = client.post("/route", json=ROUTE).json()
+    assert design.status_code == 200 and "calibration" not in design.json()
+    assert fb.status_code == 202 and fb.json()["not_calibrated"] == 1
+    assert batch.status_code == 200
+    assert back["calibration"]["corrections"]["decode"] == pytest.approx(1.2, rel=0.02)
