@@ -22,7 +22,6 @@ from pdroute_core.calibration import (
     IDENTITY,
     CalibrationConfig,
     Calibrator,
-    Contributions,
     Corrections,
     calibrated_model,
     contributions,
@@ -44,7 +43,10 @@ class Observed:
 
 @dataclass(frozen=True)
 class _Remembered:
-    parts: Contributions
+    """A decision, split into terms only when its feedback comes (most never get one)."""
+
+    inputs: RouteInputs
+    path: Decision
     predicted_ttft_ms: float
     predicted_e2e_ms: float
 
@@ -113,10 +115,9 @@ class CalibrationState:
     def remember(
         self, request_id: str, inputs: RouteInputs, path: Decision, ttft_ms: float, e2e_ms: float
     ) -> None:
-        raw = self._raw
-        if raw is None:
+        if self._raw is None:
             return
-        entry = _Remembered(contributions(raw, inputs, path), ttft_ms, e2e_ms)
+        entry = _Remembered(inputs, path, ttft_ms, e2e_ms)
         with self._lock:
             self._recent[request_id] = entry
             self._recent.move_to_end(request_id)
@@ -146,7 +147,7 @@ class CalibrationState:
                 disagg = path == "disaggregated"
                 ttft = b.ttft_disaggregated_ms if disagg else b.ttft_collocated_ms
                 e2e = b.t_disaggregated_ms if disagg else b.t_collocated_ms
-                entry = _Remembered(contributions(raw, inputs, path), ttft, e2e)
+                entry = _Remembered(inputs, path, ttft, e2e)
                 outcome = "accepted"
             else:
                 outcome = "unknown_id"
@@ -154,7 +155,7 @@ class CalibrationState:
             if entry is None or raw is None:
                 return outcome
             self.calibrator.observe(
-                entry.parts,
+                contributions(raw, entry.inputs, entry.path),
                 ttft_ms=observed.ttft_ms,
                 tpot_ms=observed.tpot_ms,
                 e2e_ms=observed.e2e_ms,
