@@ -23,7 +23,7 @@ from pdroute_core.calibration import (
 )
 from pdroute_core.params import params_from_dict
 from pdroute_core.routing.queue_aware import QueueAwareModel
-from pdroute_core.routing.types import COLLOCATED, DISAGGREGATED, RouteInputs
+from pdroute_core.routing.types import COLLOCATED, DISAGGREGATED, RouteColumns, RouteInputs
 from tests.conftest import TEST_PARAMS
 
 FORMS = {
@@ -191,3 +191,12 @@ def test_config_refuses_nonsense(kwargs: dict[str, float]) -> None:
 def test_queue_wait_scale_validated() -> None:
     with pytest.raises(ValueError, match="queue_wait_scale"):
         QueueAwareModel(_model().params, queue_wait_scale=0.0)
+
+
+@settings(max_examples=100, deadline=None)
+@given(xs=st.lists(inputs, min_size=1, max_size=20), k=corrections)
+def test_a_calibrated_model_decides_the_same_bits_one_by_one_and_vectorised(
+    xs: list[RouteInputs], k: Corrections
+) -> None:
+    cal = calibrated_model(_model(), k)
+    assert cal.decide_many(RouteColumns.from_inputs(xs)).rows() == [cal.decide(x) for x in xs]
