@@ -23,13 +23,14 @@ from prometheus_client import (
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from app.calibration_state import calibration_from_settings
 from app.errors import install_error_handlers
 from app.grid_limit import GridLimit
 from app.metrics import Metrics
 from app.middleware import RequestEnvelope
 from app.params_store import ParamsStore
 from app.reload import install_sighup, remove_sighup, watch_params_file
-from app.routes import admin, health, params, plan, route
+from app.routes import admin, feedback, health, params, plan, route
 from app.schemas import ErrorResponse
 from app.settings import Settings
 
@@ -162,15 +163,22 @@ def create_app(
     app.state.grid_limit = GridLimit(
         settings.max_concurrent_grids, metrics.grids_rejected, metrics.grids_in_progress
     )
+    calibration = calibration_from_settings(settings, clock)
+    app.state.calibration = calibration
+    served_calibration = calibration if settings.calibration_enabled else None
     install_error_handlers(app)
     app.serve_endpoints(
         {
-            "/route": route.RouteEndpoint(store, metrics, settings, batch=False),
-            "/route/batch": route.RouteEndpoint(store, metrics, settings, batch=True),
+            "/route": route.RouteEndpoint(
+                store, metrics, settings, batch=False, calibration=served_calibration
+            ),
+            "/route/batch": route.RouteEndpoint(
+                store, metrics, settings, batch=True, calibration=served_calibration
+            ),
         },
         route.openapi_paths(),
     )
-    for module in (params, health, admin):
+    for module in (params, health, admin, feedback):
         app.include_router(module.router)
     app.include_router(plan.router)
 

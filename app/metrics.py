@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
+from app.calibration_metrics import CalibrationMetrics
 from app.loop_metrics import CounterChild, LoopCounter, LoopHistogram
 from app.params_store import LoadedParams
 from pdroute_core.routing import RouteInputs, all_reasons
@@ -171,6 +172,7 @@ class Metrics:
             for outcome in ("success", "failure"):
                 self.reloads.labels(trigger=trigger, outcome=outcome)
         self._reasons = frozenset(all_reasons())
+        self.calibration = CalibrationMetrics(registry)
 
     def route_recorder(self) -> Callable[[Breakdown, RouteInputs], None]:
         """A function recording one decision, with the labelled children bound once."""

@@ -168,6 +168,10 @@ class ParamsResponse(BaseModel):
     transfer_rate_ms_per_token: float
     params: dict[str, object]
     last_reload_error: str | None
+    calibration: dict[str, object] | None = Field(
+        default=None,
+        description="online calibration: corrections, counts, recent error (docs/calibration.md)",
+    )
 
 
 class ErrorResponse(BaseModel):

@@ -83,5 +83,39 @@ class Settings(BaseSettings):
         description="POST /plan/grid computations at once; beyond it 429 with Retry-After",
     )
 
+    calibration_enabled: bool = Field(
+        default=False,
+        description="recalibrate the queue-aware model online from POST /feedback (docs/calibration.md)",
+    )
+    calibration_lower: float = Field(
+        default=0.5, gt=0, le=1, allow_inf_nan=False, description="least correction"
+    )
+    calibration_upper: float = Field(
+        default=2.0, ge=1, le=100, allow_inf_nan=False, description="largest correction"
+    )
+    calibration_forgetting: float = Field(
+        default=0.002,
+        ge=0,
+        lt=1,
+        allow_inf_nan=False,
+        description="weight lost per later observation of a term",
+    )
+    calibration_min_observations: int = Field(
+        default=50, ge=1, le=1_000_000, description="observations a term needs before its correction leaves 1"
+    )
+    calibration_lru_size: int = Field(
+        default=100_000,
+        ge=1,
+        le=10_000_000,
+        description="recent /route decisions kept for feedback by request_id",
+    )
+    calibration_refresh_every: int = Field(
+        default=50, ge=1, le=1_000_000, description="feedbacks between swaps of the calibrated model"
+    )
+    calibration_refresh_seconds: float = Field(
+        default=10.0, gt=0, le=86_400, allow_inf_nan=False, description="or seconds since the last swap"
+    )
+    max_feedback_items: int = Field(default=4096, ge=1, le=100_000, description="items per /feedback/batch")
+
     def resolved_params_path(self) -> Path:
         return self.params_path if self.params_path is not None else embedded_params_path()

@@ -65,6 +65,18 @@ def register(sub: Any) -> None:
     sweep.add_argument(
         "--slo-margin", type=float, default=0.1, help="queue-aware: margin below the targets (default 0.1)"
     )
+    sweep.add_argument(
+        "--calibrate",
+        action="store_true",
+        help="also run queue-aware+cal: queue-aware recalibrated online from every finished "
+        "request's latencies (docs/calibration.md)",
+    )
+    sweep.add_argument(
+        "--calibrate-refresh",
+        type=int,
+        default=50,
+        help="--calibrate: observations between swaps of the calibrated model (default 50)",
+    )
     sweep.add_argument("--predict", default="exact", help="output-length prediction: exact | mean | fixed:N")
     sweep.add_argument(
         "--shed",
@@ -127,6 +139,10 @@ def run(args: argparse.Namespace) -> int:
     profile = load_profile(args.profile)
     model = queue_model = None
     notes: list[str] = []
+    if args.calibrate and "queue-aware" not in names:
+        names = (*names, "queue-aware")
+    if args.calibrate_refresh < 1:
+        raise UsageError(f"--calibrate-refresh: expected an integer >= 1, got {args.calibrate_refresh}")
     if "cost-model" in names or "queue-aware" in names:
         from app.settings import embedded_params_path
 
@@ -183,6 +199,10 @@ def run(args: argparse.Namespace) -> int:
         threshold_tokens=args.threshold,
         max_queue_depth=args.max_prefill_queue,
     )
+    if args.calibrate and queue_model is not None:
+        from solver.sim.calibrating import CalibratingPolicy
+
+        policies.append(CalibratingPolicy(queue_model, refresh_every=args.calibrate_refresh))
     out: Path = args.output
     try:  # before the simulation, so an unusable folder does not waste a long run
         out.mkdir(parents=True, exist_ok=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 
 from app.deps import StoreDep
 from app.schemas import ParamsResponse
@@ -13,7 +13,7 @@ router = APIRouter(tags=["params"])
 
 
 @router.get("/params", response_model=ParamsResponse)
-async def get_params(store: StoreDep) -> ParamsResponse:
+async def get_params(store: StoreDep, request: Request) -> ParamsResponse:
     snapshot = store.current
     p = snapshot.params
     return ParamsResponse(
@@ -26,4 +26,5 @@ async def get_params(store: StoreDep) -> ParamsResponse:
         transfer_rate_ms_per_token=p.transfer_rate_ms_per_token,
         params=p.to_dict(),
         last_reload_error=store.last_error,
+        calibration=request.app.state.calibration.summary(),
     )

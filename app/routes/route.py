@@ -22,6 +22,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic.json_schema import JsonSchemaMode
 from starlette.types import Receive, Scope, Send
 
+from app.calibration_state import CalibrationState
 from app.error_body import SCOPE_KEY, send_error
 from app.errors import status_for, validation_error_body
 from app.metrics import Metrics
@@ -29,10 +30,19 @@ from app.params_store import ParamsStore
 from app.route_codec import encoder_for
 from app.schemas import ErrorResponse, RouteBatchRequest, RouteBatchResponse, RouteRequest, RouteResponse
 from app.settings import Settings
-from pdroute_core.routing import DecisionModel, RouteColumns, RouteInputs
+from pdroute_core.routing import DecisionModel, QueueAwareModel, RouteColumns, RouteInputs
 from solver.errors import PdrouteError
 
 JSON = "application/json"
+# The raw model's terms shown beside a calibrated answer.
+RAW_TERMS = (
+    "ttft_collocated_ms",
+    "ttft_disaggregated_ms",
+    "tpot_collocated_ms",
+    "tpot_disaggregated_ms",
+    "t_collocated_ms",
+    "t_disaggregated_ms",
+)
 _JSON_HEADER = (b"content-type", b"application/json")
 
 
@@ -98,8 +108,18 @@ def _errors(exc: ValidationError) -> list[dict[str, Any]]:
 class RouteEndpoint:
     """The ASGI endpoint of ``/route`` (or, with ``batch``, ``/route/batch``)."""
 
-    def __init__(self, store: ParamsStore, metrics: Metrics, settings: Settings, *, batch: bool) -> None:
+    def __init__(
+        self,
+        store: ParamsStore,
+        metrics: Metrics,
+        settings: Settings,
+        *,
+        batch: bool,
+        calibration: CalibrationState | None = None,
+    ) -> None:
         self.store = store
+        # Only when calibration is enabled: with it off, the answer path is the same code as before.
+        self.calibration = calibration
         self.record = metrics.route_recorder()
         self.defaults = RouteDefaults.from_settings(settings)
         self.max_batch = settings.max_batch_requests
@@ -141,9 +161,31 @@ class RouteEndpoint:
             scope[SCOPE_KEY] = req.request_id  # an error answer from here on carries it
         snapshot = self.store.current
         model = snapshot.model
+        if self.calibration is not None:
+            return self._answer_calibrated(req, snapshot.params_id, model, self.calibration)
         inputs, b = decide(model, req, self.defaults)
         self.record(b, inputs)
         return encoder_for(type(b)).encode(b, model.name, snapshot.params_id, req.request_id)
+
+    def _answer_calibrated(
+        self, req: RouteRequest, params_id: str, model: DecisionModel, cal: CalibrationState
+    ) -> bytes:
+        """The answer of the calibrated model, with ``calibration``: the corrections in force
+        and the raw (uncalibrated) model's TTFT, TPOT and e2e of both paths."""
+        served = cal.model_for(params_id, model)
+        inputs, b = decide(served, req, self.defaults)
+        self.record(b, inputs)
+        body = encoder_for(type(b)).encode(b, served.name, params_id, req.request_id)
+        if not isinstance(model, QueueAwareModel):
+            return body  # only the queue-aware model is calibrated
+        raw = b if served is model else model.decide(inputs)
+        if req.request_id is not None:
+            cal.remember(req.request_id, inputs, b.decision, b.chosen_ttft_ms, b.chosen_e2e_ms)
+        section = {
+            "corrections": cal.corrections.as_dict(),
+            "raw": {name: getattr(raw, name) for name in RAW_TERMS},
+        }
+        return body[:-1] + b',"calibration":' + pydantic_core.to_json(section) + b"}"
 
     def _answer_batch(self, raw: bytes, scope: Scope) -> bytes:
         reqs = RouteBatchRequest.model_validate_json(raw).requests
@@ -162,9 +204,14 @@ class RouteEndpoint:
             )
         snapshot = self.store.current
         model = snapshot.model
+        cal = self.calibration
+        if cal is not None:
+            model = cal.model_for(snapshot.params_id, model)
         results = []
         for req, one, b in zip(reqs, *decide_batch(model, reqs, self.defaults), strict=True):
             self.record(b, one)
+            if cal is not None and req.request_id is not None and isinstance(model, QueueAwareModel):
+                cal.remember(req.request_id, one, b.decision, b.chosen_ttft_ms, b.chosen_e2e_ms)
             results.append(encoder_for(type(b)).to_dict(b, model.name, snapshot.params_id, req.request_id))
         return pydantic_core.to_json({"results": results, "params_id": snapshot.params_id})
 

@@ -237,6 +237,7 @@ class QueueAwareModel:
         params: CostModelParams,
         harm_weight: float = DEFAULT_HARM_WEIGHT,
         slo_margin: float = DEFAULT_SLO_MARGIN,
+        queue_wait_scale: float = 1.0,
     ) -> None:
         if params.queue_aware is None:
             raise ValueError("these params carry no queue-aware forms (schema version 1)")
@@ -244,7 +245,12 @@ class QueueAwareModel:
             raise ValueError(f"harm_weight: expected a finite number >= 0, got {harm_weight!r}")
         if not (math.isfinite(slo_margin) and 0 <= slo_margin < 1):
             raise ValueError(f"slo_margin: expected a number in [0, 1), got {slo_margin!r}")
+        if not (math.isfinite(queue_wait_scale) and queue_wait_scale > 0):
+            raise ValueError(f"queue_wait_scale: expected a finite number > 0, got {queue_wait_scale!r}")
         self.params = params
+        # The online calibration's factor on the prefill wait (pdroute_core.calibration); x * 1.0 == x
+        # exactly, so at the default every answer keeps its bits.
+        self.queue_wait_scale = float(queue_wait_scale)
         q: QueueAwareParams = params.queue_aware
         self.harm_weight = float(harm_weight)
         self.slo_margin = float(slo_margin)
@@ -321,7 +327,7 @@ class QueueAwareModel:
         # Disaggregated.
         t_prefill = self.prefill_ms(L)
         t_ahead = self.prefill_ms(Q / q) if q > 0.0 else t_prefill
-        wait = (t_ahead / (G + 1.0) if r >= G else 0.0) + q * t_ahead / G
+        wait = ((t_ahead / (G + 1.0) if r >= G else 0.0) + q * t_ahead / G) * self.queue_wait_scale
         transfer = (L - h) * self._xfer
         remote = t_prefill + transfer
         ttft_d = wait + remote
@@ -476,7 +482,7 @@ class QueueAwareModel:
         t_prefill = self._prefill_many(L)
         with np.errstate(divide="ignore", invalid="ignore"):
             t_ahead = np.where(q > 0.0, self._prefill_many(Q / q), t_prefill)
-        wait = np.where(r >= G, t_ahead / (G + 1.0), 0.0) + q * t_ahead / G
+        wait = (np.where(r >= G, t_ahead / (G + 1.0), 0.0) + q * t_ahead / G) * self.queue_wait_scale
         transfer = (L - h) * self._xfer
         remote = t_prefill + transfer
         ttft_d = wait + remote

@@ -36,6 +36,7 @@ import numpy as np
 from pdroute_core.routing.types import DISAGGREGATED
 from solver.errors import InvalidSimConfig
 from solver.sim.batching_gpu import BatchingGpu
+from solver.sim.calibrating import LearningPolicy
 from solver.sim.fleet import FleetConfig
 from solver.sim.latency import StepLatency
 from solver.sim.policies import Policy, RouteView
@@ -131,6 +132,8 @@ class RunState:
         self.prefill_queue_tokens = 0  # prompt tokens in prefill_queue
         self.prefill_inflight_tokens = 0  # prompt tokens of the prefills running now
         self.ask_policy = fleet.can_collocate and fleet.can_disaggregate
+        # A policy that learns from finished requests (solver.sim.calibrating) is told ids and outcomes.
+        self.learner = sim.policy if isinstance(sim.policy, LearningPolicy) else None
 
     # --- the loop ---------------------------------------------------------------------------
     def run(self) -> None:
@@ -207,7 +210,8 @@ class RunState:
         self.views.append(view)
         if self.ask_policy:
             self.was_asked[rid] = True
-            answer = self.policy.decide(view)
+            learner = self.learner
+            answer = self.policy.decide(view) if learner is None else learner.decide_for(rid, view)
             if answer.predicted_ttft_ms is not None:
                 self.predicted_ttft[rid] = answer.predicted_ttft_ms
             if answer.predicted_e2e_ms is not None:
@@ -281,6 +285,10 @@ class RunState:
         self.finish_count[rid] += 1
         self.tokens[rid] = tokens
         gpu.num_assigned -= 1
+        if self.learner is not None:
+            start, first, out = self.arrival_ms[rid], self.first_token[rid], self.output[rid]
+            tpot = (t - first) / (out - 1) if out > 1 else None
+            self.learner.observe(rid, first - start, tpot, t - start, out)
 
     # --- prefill pool and transfers ---------------------------------------------------------
     def _start_prefills(self, t: float) -> None:

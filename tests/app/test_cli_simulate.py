@@ -155,6 +155,7 @@ def test_simulate_best_static_with_shedding(tmp_path: Path, profile_file: Path) 
         (["--trace", "GOOD", "--policies", "queue-aware", "--harm-weight", "-1"], "--harm-weight: expected"),
         (["--trace", "GOOD", "--policies", "queue-aware", "--slo-margin", "1"], "--slo-margin: expected"),
         (["--trace", "GOOD", "-o", "FILE"], "cannot create the output folder"),
+        (["--trace", "GOOD", "--calibrate", "--calibrate-refresh", "0"], "--calibrate-refresh: expected"),
     ],
 )
 def test_simulate_errors_are_one_line(
@@ -200,3 +201,28 @@ def test_non_finite_slo_limits_are_written_as_strict_json(tmp_path: Path, profil
     doc = json.loads((out / "results.json").read_text(), parse_constant=pytest.fail)
     assert doc["arguments"]["tpot_slo_ms"] == "inf" and doc["settings"]["slo"]["tpot_ms"] is None
     assert doc["results"][0]["slo_attainment"] == 1.0
+
+
+def test_simulate_calibrate_adds_the_calibrated_policy_per_load(
+    tmp_path: Path, profile_file: Path, params_file: Path
+) -> None:
+    out = tmp_path / "c"
+    args = ["simulate", "--profile", str(profile_file), "--params", str(params_file), "--poisson", "400"]
+    args += ["--lengths", "lognormal:900,60", "--rates", "4,8", "--policies", "collocated", "--calibrate"]
+    args += [
+        "--calibrate-refresh",
+        "20",
+        "--prefill-gpus",
+        "1",
+        "--decode-gpus",
+        "2",
+        "--no-plots",
+        "-o",
+        str(out),
+    ]
+    assert main(args) == 0
+    doc = json.loads((out / "results.json").read_text())
+    rows = [(r["policy"], r["offered_rate"]) for r in doc["results"]]
+    assert [p for p, _ in rows] == ["collocated", "queue-aware", "queue-aware+cal"] * 2
+    cal = [r for r in doc["results"] if r["policy"] == "queue-aware+cal"]
+    assert all(r["e2e_error"] is not None for r in cal)

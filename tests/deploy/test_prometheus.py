@@ -133,3 +133,28 @@ def test_plain_scrape_config_keeps_exactly_the_service_port() -> None:
     assert any(
         not re.fullmatch(r["regex"], ";".join(other.get(s, "") for s in r["source_labels"])) for r in keep
     ), "the keep rules would scrape other services too"
+
+
+def test_calibration_alert_says_reprofile_and_its_unit_test_can_fail(tmp_path: Path) -> None:
+    (rule,) = [
+        r
+        for g in load_yaml(RULES_FILE)["groups"]
+        for r in g["rules"]
+        if r["alert"] == "PdrouteCalibrationErrorHigh"
+    ]
+    assert "reprofile" in rule["annotations"]["summary"] and "Reprofile" in rule["annotations"]["description"]
+    assert "pdroute_calibration_prediction_error_ratio" in rule["expr"]
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "rules").mkdir()
+    # A threshold above the test's 40 % error: the alert no longer fires and the unit test fails.
+    rules = RULES_FILE.read_text()
+    raised = rules.replace(
+        'pdroute_calibration_prediction_error_ratio{quantile="0.5"}) > 0.25',
+        'pdroute_calibration_prediction_error_ratio{quantile="0.5"}) > 0.5',
+    )
+    assert raised != rules
+    (tmp_path / "rules" / RULES_FILE.name).write_text(raised)
+    (tmp_path / "tests" / RULES_TESTS.name).write_text(RULES_TESTS.read_text())
+    out = promtool("test", "rules", str(tmp_path / "tests" / RULES_TESTS.name), cwd=tmp_path)
+    assert out.returncode != 0
+    assert "PdrouteCalibrationErrorHigh" in out.stdout + out.stderr

@@ -1,0 +1,104 @@
+"""The calibrated terms: the split of a prediction, the params transform, bit-identity at 1."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pdroute_core.calibration_terms import (
+    IDENTITY,
+    TERMS,
+    Corrections,
+    calibrated_model,
+    calibrated_params,
+    contributions,
+)
+from pdroute_core.params import params_from_dict
+from pdroute_core.routing.queue_aware import QueueAwareModel
+from pdroute_core.routing.types import COLLOCATED, DISAGGREGATED, RouteColumns, RouteInputs
+from tests.conftest import TEST_PARAMS
+
+FORMS = {
+    "prefill_floor_ms": 10.0,
+    "prefill_ms_per_token": 0.02,
+    "prefill_knee_tokens": 100.0,
+    "decode_base_ms": 5.0,
+    "decode_ms_per_seq": 0.01,
+    "decode_ms_per_context_token": 1e-5,
+    "chunk_ms_per_token": 0.01,
+    "chunk_ms_per_token_sq": 1e-6,
+    "chunk_ms_per_token_seq": 1e-5,
+}
+
+
+def _model() -> QueueAwareModel:
+    doc: dict[str, Any] = {**TEST_PARAMS, "schema_version": 2, "queue_aware": FORMS}
+    return QueueAwareModel(params_from_dict(doc))
+
+
+inputs = st.builds(
+    RouteInputs,
+    prompt_len=st.integers(2, 20_000),
+    predicted_output_len=st.integers(1, 2_000),
+    system_load=st.integers(0, 200),
+    decode_batch_size=st.integers(0, 200),
+    chunk_size=st.integers(64, 2048),
+    prefill_queue_requests=st.none() | st.integers(0, 30),
+    prefill_queue_tokens=st.none() | st.integers(1, 100_000),
+    prefill_running_requests=st.none() | st.integers(0, 4),
+    prefill_pool_gpus=st.none() | st.integers(1, 4),
+    pending_prefill_tokens=st.none() | st.integers(0, 20_000),
+    decode_pending_prefill_tokens=st.none() | st.integers(0, 20_000),
+    cached_prompt_tokens=st.none() | st.integers(0, 20_000),
+)
+
+
+corrections = st.builds(Corrections, *[st.floats(0.5, 2.0) for _ in TERMS])
+
+
+def _predicted(k: Corrections, parts: dict[str, float]) -> float:
+    eff = {t: float(getattr(k, t)) * (k.prefill if t == "queue_wait" else 1.0) for t in TERMS}
+    return sum(eff[t] * v for t, v in parts.items())
+
+
+@settings(max_examples=300, deadline=None)
+@given(x=inputs, k=corrections)
+def test_contributions_times_corrections_are_the_calibrated_models_prediction(
+    x: RouteInputs, k: Corrections
+) -> None:
+    raw = _model()
+    cal = calibrated_model(raw, k)
+    b = cal.decide(x)
+    for path, ttft, tpot in (
+        (COLLOCATED, b.ttft_collocated_ms, b.tpot_collocated_ms),
+        (DISAGGREGATED, b.ttft_disaggregated_ms, b.tpot_disaggregated_ms),
+    ):
+        parts = contributions(raw, x, path)
+        assert _predicted(k, parts.ttft) == pytest.approx(ttft, rel=1e-9, abs=1e-9)
+        assert _predicted(k, parts.tpot) == pytest.approx(tpot, rel=1e-9, abs=1e-9)
+
+
+@settings(max_examples=100, deadline=None)
+@given(x=inputs)
+def test_identity_corrections_leave_every_answer_bit_identical(x: RouteInputs) -> None:
+    raw = _model()
+    assert calibrated_model(raw, IDENTITY) is raw
+    rebuilt = QueueAwareModel(calibrated_params(raw.params, IDENTITY), queue_wait_scale=1.0)
+    assert rebuilt.decide(x) == raw.decide(x)
+
+
+@settings(max_examples=100, deadline=None)
+@given(xs=st.lists(inputs, min_size=1, max_size=20), k=corrections)
+def test_a_calibrated_model_decides_the_same_bits_one_by_one_and_vectorised(
+    xs: list[RouteInputs], k: Corrections
+) -> None:
+    cal = calibrated_model(_model(), k)
+    assert cal.decide_many(RouteColumns.from_inputs(xs)).rows() == [cal.decide(x) for x in xs]
+
+
+def test_queue_wait_scale_validated() -> None:
+    with pytest.raises(ValueError, match="queue_wait_scale"):
+        QueueAwareModel(_model().params, queue_wait_scale=0.0)
