@@ -53,6 +53,8 @@ def test_problems(bound: FieldBound, value: object, problem: str) -> None:
     assert bound.problem(value) == problem
 
 
-@pytest.mark.parametrize(("bound", "value"), [(FieldBound("int", 1, 10), 10), (FieldBound("float", 0, 10), 3)])
+@pytest.mark.parametrize(
+    ("bound", "value"), [(FieldBound("int", 1, 10), 10), (FieldBound("float", 0, 10), 3)]
+)
 def test_accepted(bound: FieldBound, value: object) -> None:
     assert bound.problem(value) is None
