@@ -109,7 +109,7 @@ HAND_PICKED: tuple[dict[str, Any], ...] = (
 
 def _candidates() -> list[dict[str, Any]]:
     """A fixed grid of requests over the inputs that move the decision (1296 of them)."""
-    queues = (
+    queues: tuple[dict[str, Any], ...] = (
         {},
         {"prefill_queue_requests": 0, "prefill_running_requests": 0, "prefill_pool_gpus": 1},
         {
@@ -119,12 +119,12 @@ def _candidates() -> list[dict[str, Any]]:
             "prefill_pool_gpus": 2,
         },
     )
-    backlogs = (
+    backlogs: tuple[dict[str, Any], ...] = (
         {},
         {"pending_prefill_tokens": 0, "decode_pending_prefill_tokens": 0},
         {"pending_prefill_tokens": 60_000, "colloc_context_tokens": 400_000},
     )
-    slos = (
+    slos: tuple[dict[str, Any], ...] = (
         {},
         {"ttft_slo_ms": 300.0, "tpot_slo_ms": 25.0},
         {"ttft_slo_ms": 20_000.0, "tpot_slo_ms": 200.0},

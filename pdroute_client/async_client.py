@@ -1,7 +1,7 @@
 """``AsyncClient``: the asyncio gateway client (httpx, a keep-alive pool, no retries).
 
 Deadline: the whole call (pool, connect, write, read, parse) is bounded by ``deadline_s``
-(``asyncio.wait_for`` around the request, with httpx's own timeouts as a second guard); past it
+(``asyncio.timeout`` around the request, with httpx's own timeouts as a second guard); past it
 the request is cancelled and the local tier answers.
 
 Params for the local tier are fetched by a task (started by ``start()`` or ``async with``):
@@ -97,9 +97,8 @@ class AsyncClient:
             answer = tiers.fallback_answer(q, Cause.BREAKER_OPEN)
         else:
             try:
-                response = await asyncio.wait_for(
-                    self._http.post("/route", json=q.body(), timeout=deadline), deadline
-                )
+                async with asyncio.timeout(deadline):
+                    response = await self._http.post("/route", json=q.body(), timeout=deadline)
                 answer = tiers.remote_answer(response)
                 cause = Cause.OK
             except Exception as exc:  # never raise for the service: any failure falls back
@@ -123,9 +122,8 @@ class AsyncClient:
         else:
             try:
                 body = {"requests": [q.body() for q in qs]}
-                response = await asyncio.wait_for(
-                    self._http.post("/route/batch", json=body, timeout=deadline), deadline
-                )
+                async with asyncio.timeout(deadline):
+                    response = await self._http.post("/route/batch", json=body, timeout=deadline)
                 answers = tiers.remote_answers(response, len(qs))
                 cause = Cause.OK
             except Exception as exc:
@@ -153,18 +151,17 @@ class AsyncClient:
     async def wait_for_params(self, timeout_s: float) -> bool:
         """Wait until the local tier has params (or ``timeout_s``); whether it has them."""
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._has_params.wait(), timeout_s)
+            async with asyncio.timeout(timeout_s):
+                await self._has_params.wait()
         return self._has_params.is_set()
 
     async def refresh_params(self) -> bool:
         """One ``GET /params`` now (with ``If-None-Match``); whether it succeeded. Never raises."""
         try:
-            response = await asyncio.wait_for(
-                self._http.get(
+            async with asyncio.timeout(self.refresh_timeout_s):
+                response = await self._http.get(
                     "/params", headers=self._tiers.params_headers(), timeout=self.refresh_timeout_s
-                ),
-                self.refresh_timeout_s,
-            )
+                )
             self._tiers.params_response(response)
         except Exception as exc:
             self._tiers.params_failed(exc)
@@ -178,6 +175,5 @@ class AsyncClient:
             await self.refresh_params()
             await asyncio.sleep(MIN_REFRESH_GAP_S)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(
-                    self._wake.wait(), max(0.0, self.refresh_interval_s - MIN_REFRESH_GAP_S)
-                )
+                async with asyncio.timeout(max(0.0, self.refresh_interval_s - MIN_REFRESH_GAP_S)):
+                    await self._wake.wait()
