@@ -57,6 +57,16 @@ def test_coverage() -> None:
         assert entry["document"] == shipped
 
 
+def test_no_vector_is_a_near_tie() -> None:
+    # A port compares latencies within a relative 1e-9: no decision may hinge on less.
+    for v in DOC["vectors"]:
+        e = v["expected"]
+        b = e["breakdown"]
+        pair = ("cost_collocated_ms", "cost_disaggregated_ms") if "cost_collocated_ms" in b else None
+        a, c = (b[pair[0]], b[pair[1]]) if pair else (e["t_collocated_ms"], e["t_disaggregated_ms"])
+        assert abs(a - c) > 1e-8 * max(abs(a), abs(c)), v["id"]
+
+
 @pytest.mark.parametrize("config", CONFIGS, ids=lambda c: c.id)
 def test_the_service_and_the_local_tier_reproduce_every_vector(
     make_server: Callable[..., LiveServer], config: Any
