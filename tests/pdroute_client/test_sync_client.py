@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -10,7 +9,8 @@ from typing import Any
 
 import httpx
 import pytest
-from prometheus_client import CollectorRegistry
+from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
 
 from app.main import create_app
 from app.settings import Settings
@@ -101,6 +101,30 @@ def test_slow_server_the_deadline_holds_and_the_local_tier_answers(
         assert {a.why for a in batch} == {"local: service timeout"}
 
 
+def _refreshes(client: Client, result: str) -> float:
+    value = client.metrics_registry.get_sample_value(
+        "pdroute_client_params_refresh_total", {"result": result}
+    )
+    return value or 0.0
+
+
+def _wait_until(condition: Callable[[], bool], timeout_s: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def _reload(service: Running, path: Path, **overrides: Any) -> str:
+    write_params(path, schema_version=2, queue_aware=TEST_QUEUE_AWARE, **overrides)
+    reloaded = httpx.post(f"{service.url}/admin/reload", headers={"Authorization": "Bearer t0ken"})
+    assert reloaded.json()["status"] == "reloaded"
+    new_id: str = reloaded.json()["params_id"]
+    return new_id
+
+
 def test_params_changed_on_the_server_the_client_follows(
     start_service: Callable[..., Running], tmp_path: Path
 ) -> None:
@@ -110,22 +134,29 @@ def test_params_changed_on_the_server_the_client_follows(
         assert client.wait_for_params(10)
         first = client.params
         assert first is not None and first.etag is not None
-        write_params(path, schema_version=2, queue_aware=TEST_QUEUE_AWARE, alpha=0.07)
-        reloaded = httpx.post(f"{service.url}/admin/reload", headers={"Authorization": "Bearer t0ken"})
-        assert reloaded.json()["status"] == "reloaded"
-        new_id = reloaded.json()["params_id"]
-        deadline = time.monotonic() + 10
-        while (client.params is None or client.params.params_id != new_id) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert client.params is not None and client.params.params_id == new_id != first.params_id
-        assert client.params.etag != first.etag
-        # Refreshes between the two were answered 304 (the ETag matched).
-        assert (
-            client.metrics_registry.get_sample_value(
-                "pdroute_client_params_refresh_total", {"result": "updated"}
-            )
-            == 2
-        )
+        # Unchanged params: the refreshes are answered 304 and the cache is kept.
+        assert _wait_until(lambda: _refreshes(client, "not_modified") >= 2)
+        assert client.params is first and _refreshes(client, "updated") == 1
+        new_id = _reload(service, path, alpha=0.07)
+        assert _wait_until(lambda: client.params is not None and client.params.params_id == new_id)
+        assert client.params is not None and client.params.etag != first.etag
+        assert _refreshes(client, "updated") == 2
+        remote = client.route(QUERIES[0])
+        assert remote.params_id == new_id
+        assert same(client.params.decide(QUERIES[0], "local: test"), remote) == {}
+
+
+def test_an_answer_naming_new_params_triggers_a_refresh(
+    start_service: Callable[..., Running], tmp_path: Path
+) -> None:
+    path = write_params(tmp_path / "p.json", schema_version=2, queue_aware=TEST_QUEUE_AWARE)
+    service = start_service(params_path=path, admin_token="t0ken")
+    with Client(service.url, deadline_s=2.0, refresh_interval_s=3600) as client:
+        assert client.wait_for_params(10)
+        new_id = _reload(service, path, beta=25.0)
+        assert client.route(QUERIES[0]).params_id == new_id  # the service moved on
+        # Not the hour-long interval: the answer woke the refresh thread.
+        assert _wait_until(lambda: client.params is not None and client.params.params_id == new_id)
 
 
 class Switch:
@@ -242,8 +273,26 @@ def test_metrics_on_the_registry_passed_in(service: Running) -> None:
     registry = CollectorRegistry()
     with Client(service.url, deadline_s=2.0, registry=registry) as client:
         client.route(QUERIES[0])
-    text = json.dumps(
-        {s.name: s.value for m in registry.collect() for s in m.samples if s.labels.get("tier") == "remote"}
+        client.route_batch(QUERIES[:2])
+    exposed = generate_latest(registry).decode()
+    families = {f.name: f for f in text_string_to_metric_families(exposed)}
+    answers = {
+        (s.labels["tier"], s.labels["cause"]): s.value
+        for s in families["pdroute_client_answers"].samples
+        if s.name.endswith("_total") and s.value
+    }
+    assert answers == {("remote", "ok"): 3}
+    states = {s.labels["state"]: s.value for s in families["pdroute_client_breaker_state"].samples}
+    assert states == {"closed": 1, "open": 0, "half_open": 0}
+    timed = {
+        s.labels["tier"]: s.value
+        for s in families["pdroute_client_answer_seconds"].samples
+        if s.name.endswith("_count")
+    }
+    assert timed["remote"] == 2  # two calls (one of them a batch of two)
+    info = [s.labels for s in families["pdroute_client_params_info"].samples]
+    assert info == [{"params_id": client.params.params_id if client.params else "", "model": "queue-aware"}]
+    # Nothing went to the process-wide default registry.
+    assert (
+        REGISTRY.get_sample_value("pdroute_client_answers_total", {"tier": "remote", "cause": "ok"}) is None
     )
-    assert registry.get_sample_value("pdroute_client_answers_total", {"tier": "remote", "cause": "ok"}) == 1
-    assert registry.get_sample_value("pdroute_client_answer_seconds_count", {"tier": "remote"}) == 1, text
