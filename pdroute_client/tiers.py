@@ -26,7 +26,6 @@ from pdroute_client.query import RouteQuery
 from pdroute_client.served import ServedParams
 from pdroute_client.static import StaticFallback
 from pdroute_core.bounds import MAX_BATCH_ITEMS
-from pdroute_core.errors import PdrouteError
 
 log = logging.getLogger("pdroute_client")
 
@@ -123,8 +122,8 @@ class Tiers:
             return self._static(query, Cause.NO_PARAMS, cause)
         try:
             return _with_cause(served.decide(query, f"{LOCAL}: {cause}"), cause)
-        except (PdrouteError, ArithmeticError, ValueError) as exc:
-            log.warning("local tier could not decide (%s); static fallback", exc)
+        except Exception as exc:  # fail open: a request the local model refuses goes static
+            log.warning("local tier could not decide (%s: %s); static fallback", type(exc).__name__, exc)
             return self._static(query, Cause.LOCAL_ERROR, cause)
 
     def fallback_answers(self, queries: Sequence[RouteQuery], cause: str) -> list[Answer]:
@@ -133,7 +132,7 @@ class Tiers:
             return [self._static(q, Cause.NO_PARAMS, cause) for q in queries]
         try:
             answers = served.decide_many(queries, f"{LOCAL}: {cause}")
-        except (PdrouteError, ArithmeticError, ValueError):
+        except Exception:
             return [self.fallback_answer(q, cause) for q in queries]  # one by one: the rest still decide
         return [_with_cause(a, cause) for a in answers]
 
