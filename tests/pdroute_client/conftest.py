@@ -25,6 +25,11 @@ from app.settings import Settings
 from tests.app.conftest import free_port
 
 
+def nowhere() -> str:
+    """The URL of a loopback port nothing listens on (bound, then released): connections are refused."""
+    return f"http://127.0.0.1:{free_port()}"
+
+
 @dataclass
 class Running:
     url: str

@@ -13,7 +13,7 @@ from prometheus_client import CollectorRegistry
 from app.main import create_app
 from app.settings import Settings
 from pdroute_client import AsyncClient, InvalidArgument
-from tests.pdroute_client.conftest import Running, Slow
+from tests.pdroute_client.conftest import Running, Slow, nowhere
 from tests.pdroute_client.test_sync_client import QUERIES, same
 
 
@@ -61,7 +61,7 @@ def test_slow_server_the_whole_call_is_bounded(
 
 def test_no_service_static_and_invalid_arguments_raise() -> None:
     async def scenario() -> None:
-        async with AsyncClient("http://127.0.0.1:9", deadline_s=0.5) as client:
+        async with AsyncClient(nowhere(), deadline_s=0.5) as client:
             answer = await client.route(QUERIES[0])
             assert (answer.tier, answer.why) == ("static", "static: no params yet")
             with pytest.raises(InvalidArgument, match=r"^chunk_size: "):

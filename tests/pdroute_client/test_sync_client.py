@@ -16,7 +16,7 @@ from app.main import create_app
 from app.settings import Settings
 from pdroute_client import BreakerConfig, Client, InvalidArgument, RouteQuery, StaticFallback
 from tests.conftest import TEST_QUEUE_AWARE, write_params
-from tests.pdroute_client.conftest import Running, Slow, fixed
+from tests.pdroute_client.conftest import Running, Slow, fixed, nowhere
 
 QUERIES = [
     RouteQuery(prompt_len=4096, system_load=24),
@@ -235,7 +235,7 @@ def test_server_failures_never_raise(serve: Callable[..., Running]) -> None:
 
 
 def test_nothing_listening_static_then_no_raise() -> None:
-    with Client("http://127.0.0.1:9", deadline_s=0.5) as client:  # port 9 (discard): refused
+    with Client(nowhere(), deadline_s=0.5) as client:
         answer = client.route(QUERIES[0])
         assert (answer.tier, answer.decision, answer.remote_cause) == (
             "static",
@@ -259,7 +259,7 @@ def test_nothing_listening_static_then_no_raise() -> None:
 )
 def test_invalid_arguments_raise_locally_naming_the_field(query: dict[str, Any], field: str) -> None:
     # Nothing listens: the error must come before any I/O.
-    with Client("http://127.0.0.1:9", start=False) as client:
+    with Client(nowhere(), start=False) as client:
         with pytest.raises(InvalidArgument, match=f"^{field}: ") as raised:
             client.route(query)
         assert raised.value.field == field
