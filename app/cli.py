@@ -25,6 +25,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "app.commands.plot",
     "app.commands.plan",
     "app.commands.simulate",
+    "app.commands.conformance",
 )
 
 

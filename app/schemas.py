@@ -7,18 +7,22 @@ from typing import Annotated, Any, Literal, get_type_hints
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, create_model, field_validator
 
 from app.route_codec import breakdown_terms
-from pdroute_core.routing import QueueAwareBreakdown, RouteBreakdown
 
-# Upper bounds: far beyond any real request, low enough that the arithmetic stays exact.
-MAX_PROMPT_LEN = 16_777_216  # 16M tokens
-MAX_OUTPUT_LEN = 16_777_216
-MAX_LOAD = 1_000_000
-MAX_CHUNK = 16_777_216
-MAX_TOKENS = 2**44  # token totals over many requests (queues, contexts): ~1.8e13
-MAX_GPUS = 100_000
-MAX_SLO_MS = 86_400_000.0  # a day
-MAX_REQUEST_ID_LEN = 256
-MAX_BATCH_ITEMS = 100_000  # hard cap; settings.max_batch_requests sets the served limit
+# The limits live in the model core so that the gateway client enforces the same ones.
+from pdroute_core.bounds import (
+    DEFAULT_CHUNK_SIZE,
+    DEFAULT_DECODE_BATCH_SIZE,
+    MAX_BATCH_ITEMS,
+    MAX_CHUNK,
+    MAX_GPUS,
+    MAX_LOAD,
+    MAX_OUTPUT_LEN,
+    MAX_PROMPT_LEN,
+    MAX_REQUEST_ID_LEN,
+    MAX_SLO_MS,
+    MAX_TOKENS,
+)
+from pdroute_core.routing import QueueAwareBreakdown, RouteBreakdown
 
 
 class _Strict(BaseModel):
@@ -42,8 +46,10 @@ class RouteRequest(_Strict):
     ]
     decode_batch_size: Annotated[
         int, Field(ge=0, le=MAX_LOAD, description="decode batch of the target decode GPU")
-    ] = 1
-    chunk_size: Annotated[int, Field(ge=1, le=MAX_CHUNK, description="prefill chunk size")] = 256
+    ] = DEFAULT_DECODE_BATCH_SIZE
+    chunk_size: Annotated[int, Field(ge=1, le=MAX_CHUNK, description="prefill chunk size")] = (
+        DEFAULT_CHUNK_SIZE
+    )
     request_id: Annotated[str | None, Field(max_length=MAX_REQUEST_ID_LEN)] = None
     prefill_queue_requests: Annotated[
         int | None,
@@ -168,6 +174,13 @@ class ParamsResponse(BaseModel):
     transfer_rate_ms_per_token: float
     params: dict[str, object]
     last_reload_error: str | None
+    # What the service applies before deciding, so that a client deciding locally on these
+    # params (pdroute_client) gives the service's answer.
+    harm_weight: float = Field(description="queue-aware: weight of the harm to other requests")
+    slo_margin: float = Field(description="queue-aware: a target is met within (1 - margin) of it")
+    default_output_len: int = Field(description="predicted_output_len when a request omits it")
+    default_ttft_slo_ms: float | None = Field(description="ttft_slo_ms when a request omits it")
+    default_tpot_slo_ms: float | None = Field(description="tpot_slo_ms when a request omits it")
     calibration: dict[str, object] | None = Field(
         default=None,
         description="online calibration: corrections, counts, recent error (docs/calibration.md)",

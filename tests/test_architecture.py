@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("app", "solver", "profiling", "pdroute_core")
+PACKAGES = ("app", "solver", "profiling", "pdroute_core", "pdroute_client")
 
 
 def _module_name(path: Path) -> str:
@@ -80,7 +80,12 @@ def _imported_by(prefix: str, *, top_level_only: bool = False) -> dict[str, set[
     [
         ("solver", ("app", "profiling")),  # the core never reaches the edges
         # The model core ships alone in the gateway client: it imports nothing else of pdroute.
-        ("pdroute_core", ("app", "solver", "profiling")),
+        ("pdroute_core", ("app", "solver", "profiling", "pdroute_client")),
+        # The gateway client ships with pdroute_core alone (the pdroute-client distribution).
+        ("pdroute_client", ("app", "solver", "profiling")),
+        # The service never depends on its client.
+        ("app", ("pdroute_client",)),
+        ("solver", ("pdroute_client",)),
         ("solver.sim", ("solver.plan", "solver.plots")),
         ("solver.fit", ("pdroute_core.routing", "solver.sim", "solver.plan")),
         ("solver.fit_queue", ("pdroute_core.routing", "solver.sim", "solver.plan")),

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from app.schemas import MAX_LOAD, MAX_PROMPT_LEN, MAX_SLO_MS, MAX_TOKENS
+from pdroute_core.bounds import MAX_LOAD, MAX_PROMPT_LEN, MAX_SLO_MS, MAX_TOKENS
 from pdroute_core.routing import OPTIONAL_INPUTS
 from tests.app.conftest import LiveServer
 

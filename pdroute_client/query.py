@@ -1,0 +1,123 @@
+"""``RouteQuery``: one ``/route`` request, checked locally with the service's own bounds.
+
+The bounds come from ``pdroute_core.bounds``, the table the service's request schema is built
+from, so a query this module accepts is one the service accepts (types strict as the schema's:
+a bool or a float is not an integer). A field left ``None`` is not sent, and the service (or
+the client's local tier) applies its default, as ``/route`` documents.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pdroute_client.errors import InvalidArgument
+from pdroute_core.bounds import (
+    DEFAULT_CHUNK_SIZE,
+    DEFAULT_DECODE_BATCH_SIZE,
+    MAX_REQUEST_ID_LEN,
+    ROUTE_FIELDS,
+)
+from pdroute_core.routing import RouteInputs
+
+
+@dataclass(frozen=True, slots=True)
+class RouteQuery:
+    """One request as a gateway reports it (token counts, ms); see ``app.schemas.RouteRequest``.
+
+    Raises ``InvalidArgument`` (naming the field) on construction when a value is out of bounds.
+    """
+
+    prompt_len: int
+    system_load: int
+    predicted_output_len: int | None = None  # the service's default_output_len when None
+    decode_batch_size: int | None = None  # 1 when None
+    chunk_size: int | None = None  # 256 when None
+    prefill_queue_requests: int | None = None
+    prefill_queue_tokens: int | None = None
+    prefill_running_requests: int | None = None
+    prefill_pool_gpus: int | None = None
+    pending_prefill_tokens: int | None = None
+    decode_pending_prefill_tokens: int | None = None
+    colloc_context_tokens: int | None = None
+    decode_context_tokens: int | None = None
+    cached_prompt_tokens: int | None = None
+    ttft_slo_ms: float | None = None  # the service's default_ttft_slo_ms when None
+    tpot_slo_ms: float | None = None  # the service's default_tpot_slo_ms when None
+    request_id: str | None = None
+
+    def __post_init__(self) -> None:
+        check(self)
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any], *, where: str = "") -> RouteQuery:
+        """A query from a dict of ``/route`` body fields; unknown names are refused."""
+        unknown = sorted(set(data) - _FIELD_NAMES)
+        if unknown:
+            raise InvalidArgument(where + unknown[0], "unknown field (misspelt?)")
+        for name in ("prompt_len", "system_load"):
+            if data.get(name) is None:
+                raise InvalidArgument(where + name, "required")
+        try:
+            return cls(**data)
+        except InvalidArgument as exc:
+            raise InvalidArgument(where + exc.field, exc.problem) from None
+
+    def body(self) -> dict[str, Any]:
+        """The ``/route`` JSON body: the fields given (``None`` left out for the service's defaults)."""
+        return {name: value for name in _FIELD_ORDER if (value := getattr(self, name)) is not None}
+
+    def inputs(
+        self, default_output_len: int, default_ttft_slo_ms: float | None, default_tpot_slo_ms: float | None
+    ) -> RouteInputs:
+        """The model's inputs with the service's defaults applied (as ``app.routes.route.route_inputs``)."""
+        return RouteInputs(
+            prompt_len=self.prompt_len,
+            predicted_output_len=self.predicted_output_len or default_output_len,
+            system_load=self.system_load,
+            decode_batch_size=(
+                DEFAULT_DECODE_BATCH_SIZE if self.decode_batch_size is None else self.decode_batch_size
+            ),
+            chunk_size=DEFAULT_CHUNK_SIZE if self.chunk_size is None else self.chunk_size,
+            prefill_queue_requests=self.prefill_queue_requests,
+            prefill_queue_tokens=self.prefill_queue_tokens,
+            prefill_running_requests=self.prefill_running_requests,
+            prefill_pool_gpus=self.prefill_pool_gpus,
+            pending_prefill_tokens=self.pending_prefill_tokens,
+            decode_pending_prefill_tokens=self.decode_pending_prefill_tokens,
+            colloc_context_tokens=self.colloc_context_tokens,
+            decode_context_tokens=self.decode_context_tokens,
+            cached_prompt_tokens=self.cached_prompt_tokens,
+            ttft_slo_ms=default_ttft_slo_ms if self.ttft_slo_ms is None else self.ttft_slo_ms,
+            tpot_slo_ms=default_tpot_slo_ms if self.tpot_slo_ms is None else self.tpot_slo_ms,
+        )
+
+
+_FIELD_ORDER = tuple(f.name for f in dataclasses.fields(RouteQuery))
+_FIELD_NAMES = frozenset(_FIELD_ORDER)
+
+
+def check(query: RouteQuery) -> None:
+    """Raise ``InvalidArgument`` for the first field the service's schema would refuse."""
+    for name, bound in ROUTE_FIELDS.items():
+        value = getattr(query, name)
+        if value is None:
+            if bound.required:
+                raise InvalidArgument(name, "required")
+            continue
+        problem = bound.problem(value)
+        if problem is not None:
+            raise InvalidArgument(name, problem)
+    cached = query.cached_prompt_tokens
+    if cached is not None and cached > query.prompt_len:
+        raise InvalidArgument(
+            "cached_prompt_tokens", f"must be <= prompt_len ({query.prompt_len}), got {cached}"
+        )
+    rid = query.request_id
+    if rid is not None:
+        if not isinstance(rid, str):
+            raise InvalidArgument("request_id", f"expected a string, got {type(rid).__name__}")
+        if len(rid) > MAX_REQUEST_ID_LEN:
+            raise InvalidArgument("request_id", f"at most {MAX_REQUEST_ID_LEN} characters, got {len(rid)}")

@@ -1,0 +1,112 @@
+"""``ServedParams``: what ``GET /params`` says the service serves, and the local decision on it.
+
+The body carries the params document, the model's name, its settings (harm weight, SLO margin)
+and the defaults the service applies to a request's missing fields. The same model code the
+service runs (``pdroute_core.routing.build_model``) is built on them, so a local decision equals
+the service's answer for the same request, bit for bit (``conformance/vectors-v1.json`` and
+``tests/pdroute_client`` check it against a running service).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pdroute_client.answer import LOCAL, Answer
+from pdroute_client.query import RouteQuery
+from pdroute_core.errors import InvalidParams
+from pdroute_core.params import CostModelParams, params_from_dict
+from pdroute_core.routing import DecisionModel, RouteColumns, build_model, term_names
+
+_TOP_LEVEL_TERMS = ("meets_slo",)  # as app.route_codec: shown beside the decision
+
+
+def _number(body: Mapping[str, Any], name: str) -> float:
+    value = body.get(name)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise InvalidParams(f"/params {name}: expected a finite number, got {value!r}")
+    return value
+
+
+def _optional_number(body: Mapping[str, Any], name: str) -> float | None:
+    return None if body.get(name) is None else _number(body, name)
+
+
+@dataclass(frozen=True)
+class ServedParams:
+    """One ``/params`` snapshot with the decision model built on it."""
+
+    params: CostModelParams
+    params_id: str
+    model: DecisionModel
+    default_output_len: int
+    default_ttft_slo_ms: float | None
+    default_tpot_slo_ms: float | None
+    etag: str | None  # the answer's ETag, sent back as If-None-Match
+
+    @classmethod
+    def from_body(cls, body: Any, etag: str | None = None) -> ServedParams:
+        """Parse a ``/params`` body; raise ``InvalidParams`` when it is not one.
+
+        The params document must hash to the ``params_id`` the body states: a body damaged on
+        the way is refused rather than decided on.
+        """
+        if not isinstance(body, dict):
+            raise InvalidParams("/params: not a JSON object")
+        params = params_from_dict(body.get("params"))
+        if params.params_id != body.get("params_id"):
+            raise InvalidParams(
+                f"/params: params hash to {params.params_id}, the body says {body.get('params_id')!r}"
+            )
+        name = body.get("model")
+        if not isinstance(name, str):
+            raise InvalidParams("/params model: expected a string")
+        output_len = body.get("default_output_len")
+        if isinstance(output_len, bool) or not isinstance(output_len, int) or output_len < 1:
+            raise InvalidParams(f"/params default_output_len: expected an integer >= 1, got {output_len!r}")
+        model = build_model(
+            name, params, harm_weight=_number(body, "harm_weight"), slo_margin=_number(body, "slo_margin")
+        )
+        return cls(
+            params=params,
+            params_id=params.params_id,
+            model=model,
+            default_output_len=output_len,
+            default_ttft_slo_ms=_optional_number(body, "default_ttft_slo_ms"),
+            default_tpot_slo_ms=_optional_number(body, "default_tpot_slo_ms"),
+            etag=etag,
+        )
+
+    def decide(self, query: RouteQuery, why: str) -> Answer:
+        """The local tier's answer to ``query`` (``why`` says why the remote tier did not answer).
+
+        Raises ``pdroute_core.errors.PdrouteError`` when the model cannot decide the request.
+        """
+        inputs = query.inputs(self.default_output_len, self.default_ttft_slo_ms, self.default_tpot_slo_ms)
+        return self._answer(self.model.decide(inputs), query, why)
+
+    def decide_many(self, queries: Sequence[RouteQuery], why: str) -> list[Answer]:
+        """The local answers to many queries (the vectorised model; the same answers as ``decide``)."""
+        defaults = (self.default_output_len, self.default_ttft_slo_ms, self.default_tpot_slo_ms)
+        columns = RouteColumns.from_inputs([q.inputs(*defaults) for q in queries])
+        rows = self.model.decide_many(columns).rows()
+        return [self._answer(b, q, why) for b, q in zip(rows, queries, strict=True)]
+
+    def _answer(self, b: Any, query: RouteQuery, why: str) -> Answer:
+        terms = term_names(type(b))
+        return Answer(
+            decision=b.decision,
+            reason=b.reason,
+            tier=LOCAL,
+            why=why,
+            model=self.model.name,
+            params_id=self.params_id,
+            t_collocated_ms=b.t_collocated_ms,
+            t_disaggregated_ms=b.t_disaggregated_ms,
+            meets_slo=b.meets_slo if "meets_slo" in terms else None,
+            assumed=tuple(b.assumed),
+            breakdown={n: getattr(b, n) for n in terms if n not in _TOP_LEVEL_TERMS},
+            request_id=query.request_id,
+        )

@@ -1,0 +1,190 @@
+"""``Client``: the blocking gateway client (httpx, a keep-alive pool, no retries).
+
+Deadline (sync): httpx enforces its timeouts per phase, not per call: each of acquiring a
+pooled connection, connecting, writing the request and every read of the answer may take up
+to ``deadline_s``. A call that fails a phase answers from the local tier at once; an answer
+that arrives, but later than ``deadline_s`` after the call began, is discarded and the local
+tier answers (counted as a timeout). So the call returns within about ``deadline_s`` when the
+service is slow to answer (the common failure: one read), and within a few ``deadline_s`` in
+the worst case (a slow connect, then a slow write, then a slow read). ``AsyncClient`` bounds the
+whole call by ``deadline_s``.
+
+Params for the local tier are fetched by a daemon thread: at start-up, then every
+``refresh_interval_s`` with ``If-None-Match`` (a 304 costs almost nothing), and at once when a
+remote answer names params the cache does not hold.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from types import TracebackType
+
+import httpx
+from prometheus_client import CollectorRegistry
+
+from pdroute_client.answer import Answer, Cause
+from pdroute_client.breaker import BreakerConfig, State
+from pdroute_client.served import ServedParams
+from pdroute_client.static import StaticFallback
+from pdroute_client.tiers import QueryLike, Tiers, as_queries, as_query, cause_of, check_deadline
+
+DEFAULT_DEADLINE_S = 0.020
+DEFAULT_BATCH_DEADLINE_S = 0.200
+MIN_REFRESH_GAP_S = 0.25
+
+
+class Client:
+    """Decides through the service, else locally, else statically; never raises for a failure of
+    the service. Raises ``InvalidArgument`` for a request the service would refuse.
+
+    Use as a context manager, or call ``close()``: it stops the refresh thread and the pool.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        deadline_s: float = DEFAULT_DEADLINE_S,
+        batch_deadline_s: float = DEFAULT_BATCH_DEADLINE_S,
+        fallback: StaticFallback | None = None,
+        breaker: BreakerConfig | None = None,
+        registry: CollectorRegistry | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        refresh_interval_s: float = 5.0,
+        refresh_timeout_s: float = 2.0,
+        max_connections: int = 64,
+        transport: httpx.BaseTransport | None = None,
+        start: bool = True,
+    ) -> None:
+        self.deadline_s = check_deadline(deadline_s)
+        self.batch_deadline_s = check_deadline(batch_deadline_s)
+        self.refresh_interval_s = refresh_interval_s
+        self.refresh_timeout_s = refresh_timeout_s
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._has_params = threading.Event()
+        self._tiers = Tiers(fallback or StaticFallback(), breaker, registry, clock, self._wake.set)
+        self._http = httpx.Client(
+            base_url=base_url,
+            timeout=httpx.Timeout(self.deadline_s),
+            limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections),
+            transport=transport,  # None: httpx's default, which never retries
+        )
+        self._thread: threading.Thread | None = None
+        if start:
+            self.start()
+
+    # Lifecycle -----------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the params refresh thread (its first fetch is immediate)."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._refresh_loop, name="pdroute-params", daemon=True)
+            self._thread.start()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=self.refresh_timeout_s + 1)
+        self._http.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    # Decisions -----------------------------------------------------------------------------
+
+    def route(self, query: QueryLike, *, deadline_s: float | None = None) -> Answer:
+        """One decision (``POST /route``, else the local tier, else the static fallback)."""
+        q = as_query(query)
+        deadline = self.deadline_s if deadline_s is None else check_deadline(deadline_s)
+        started = time.perf_counter()
+        tiers = self._tiers
+        if not tiers.breaker.allow():
+            answer = tiers.fallback_answer(q, Cause.BREAKER_OPEN)
+        else:
+            try:
+                response = self._http.post("/route", json=q.body(), timeout=deadline)
+                if time.perf_counter() - started > deadline:
+                    raise TimeoutError("answered after the deadline")
+                answer = tiers.remote_answer(response)
+                cause = Cause.OK
+            except Exception as exc:  # never raise for the service: any failure falls back
+                cause = cause_of(exc)
+            tiers.record_remote(cause, started)
+            if cause != Cause.OK:
+                answer = tiers.fallback_answer(q, cause)
+        tiers.done((answer,), started)
+        return answer
+
+    def route_batch(self, queries: Sequence[QueryLike], *, deadline_s: float | None = None) -> list[Answer]:
+        """Many decisions in order (``POST /route/batch``, else locally); every answer has a tier."""
+        qs = as_queries(queries)
+        deadline = self.batch_deadline_s if deadline_s is None else check_deadline(deadline_s)
+        started = time.perf_counter()
+        tiers = self._tiers
+        if not tiers.breaker.allow():
+            answers = tiers.fallback_answers(qs, Cause.BREAKER_OPEN)
+        else:
+            try:
+                body = {"requests": [q.body() for q in qs]}
+                response = self._http.post("/route/batch", json=body, timeout=deadline)
+                if time.perf_counter() - started > deadline:
+                    raise TimeoutError("answered after the deadline")
+                answers = tiers.remote_answers(response, len(qs))
+                cause = Cause.OK
+            except Exception as exc:
+                cause = cause_of(exc)
+            tiers.record_remote(cause, started)
+            if cause != Cause.OK:
+                answers = tiers.fallback_answers(qs, cause)
+        tiers.done(answers, started)
+        return answers
+
+    # Params --------------------------------------------------------------------------------
+
+    @property
+    def params(self) -> ServedParams | None:
+        """The params the local tier decides with (``None`` before the first fetch succeeds)."""
+        return self._tiers.served
+
+    @property
+    def breaker_state(self) -> State:
+        return self._tiers.breaker.state
+
+    @property
+    def metrics_registry(self) -> CollectorRegistry:
+        return self._tiers.metrics.registry
+
+    def wait_for_params(self, timeout_s: float) -> bool:
+        """Block until the local tier has params (or ``timeout_s``); whether it has them."""
+        return self._has_params.wait(timeout_s)
+
+    def refresh_params(self) -> bool:
+        """One ``GET /params`` now (with ``If-None-Match``); whether it succeeded. Never raises."""
+        try:
+            response = self._http.get(
+                "/params", headers=self._tiers.params_headers(), timeout=self.refresh_timeout_s
+            )
+            self._tiers.params_response(response)
+        except Exception as exc:
+            self._tiers.params_failed(exc)
+            return False
+        self._has_params.set()
+        return True
+
+    def _refresh_loop(self) -> None:
+        while not self._stop.is_set():
+            self._wake.clear()
+            self.refresh_params()
+            # At most one fetch per MIN_REFRESH_GAP_S, however often answers ask for one.
+            if self._stop.wait(MIN_REFRESH_GAP_S):
+                break
+            self._wake.wait(max(0.0, self.refresh_interval_s - MIN_REFRESH_GAP_S))
