@@ -6,7 +6,8 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from app.schemas import MAX_REQUEST_ID_LEN, RouteRequest, _Strict
+from app.schemas import RouteRequest, _Strict
+from pdroute_core.bounds import MAX_REQUEST_ID_LEN
 
 MAX_LATENCY_MS = 86_400_000.0  # a day: anything longer is not a latency
 MAX_OUTPUT_TOKENS = 16_777_216
