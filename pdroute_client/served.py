@@ -1,7 +1,9 @@
 """``ServedParams``: what ``GET /params`` says the service serves, and the local decision on it.
 
-The body carries the params document, the model's name, its settings (harm weight, SLO margin)
-and the defaults the service applies to a request's missing fields. The same model code the
+The body carries the params document, the model's name, its settings (harm weight, SLO margin),
+the defaults the service applies to a request's missing fields and, when the service
+recalibrates online, the corrections in force (applied here the same way, by
+``pdroute_core.calibration.calibrated_model``). The same model code the
 service runs (``pdroute_core.routing.build_model``) is built on them, so a local decision equals
 the service's answer for the same request, bit for bit (``conformance/vectors-v1.json`` and
 ``tests/pdroute_client`` check it against a running service).
@@ -16,9 +18,11 @@ from typing import Any
 
 from pdroute_client.answer import LOCAL, Answer
 from pdroute_client.query import RouteQuery
+from pdroute_core.calibration import TERMS, Corrections, calibrated_model
 from pdroute_core.errors import InvalidParams
 from pdroute_core.params import CostModelParams, params_from_dict
 from pdroute_core.routing import DecisionModel, RouteColumns, build_model, term_names
+from pdroute_core.routing.queue_aware import QueueAwareModel
 
 _TOP_LEVEL_TERMS = ("meets_slo",)  # as app.route_codec: shown beside the decision
 
@@ -32,6 +36,27 @@ def _number(body: Mapping[str, Any], name: str) -> float:
 
 def _optional_number(body: Mapping[str, Any], name: str) -> float | None:
     return None if body.get(name) is None else _number(body, name)
+
+
+def corrections_of(body: Mapping[str, Any]) -> Corrections | None:
+    """The calibration corrections ``/params`` says are in force, or None when off or absent."""
+    section = body.get("calibration")
+    if section is None:
+        return None
+    if not isinstance(section, dict):
+        raise InvalidParams("/params calibration: expected an object")
+    if section.get("enabled") is not True:
+        return None
+    raw = section.get("corrections")
+    if not isinstance(raw, dict):
+        raise InvalidParams("/params calibration.corrections: expected an object")
+    values: dict[str, float] = {}
+    for term in TERMS:
+        value = _number(raw, term) if term in raw else 1.0
+        if value <= 0:
+            raise InvalidParams(f"/params calibration.corrections.{term}: must be > 0, got {value!r}")
+        values[term] = float(value)
+    return Corrections(**values)
 
 
 @dataclass(frozen=True)
@@ -69,6 +94,9 @@ class ServedParams:
         model = build_model(
             name, params, harm_weight=_number(body, "harm_weight"), slo_margin=_number(body, "slo_margin")
         )
+        corrections = corrections_of(body)
+        if corrections is not None and isinstance(model, QueueAwareModel):
+            model = calibrated_model(model, corrections)  # as the service decides (app.calibration_state)
         return cls(
             params=params,
             params_id=params.params_id,

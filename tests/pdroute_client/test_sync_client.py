@@ -296,3 +296,36 @@ def test_metrics_on_the_registry_passed_in(service: Running) -> None:
     assert (
         REGISTRY.get_sample_value("pdroute_client_answers_total", {"tier": "remote", "cause": "ok"}) is None
     )
+
+
+def test_a_recalibrated_service_and_the_local_tier_decide_alike(
+    start_service: Callable[..., Running], queue_aware_params_file: Path
+) -> None:
+    service = start_service(
+        params_path=queue_aware_params_file,
+        calibration_enabled=True,
+        calibration_min_observations=1,
+        calibration_refresh_every=1,
+    )
+    with httpx.Client(base_url=service.url) as http:
+        for i in range(40):  # every latency observed at 1.6x its prediction
+            body = {"prompt_len": 2048, "system_load": 8, "request_id": f"c-{i}"}
+            answer = http.post("/route", json=body).json()
+            path = answer["decision"]
+            terms = answer["breakdown"]
+            feedback = {
+                "request_id": f"c-{i}",
+                "ttft_ms": 1.6 * terms[f"ttft_{path}_ms"],
+                "tpot_ms": 1.6 * terms[f"tpot_{path}_ms"],
+            }
+            assert http.post("/feedback", json=feedback).status_code == 202
+        corrections = http.get("/params").json()["calibration"]["corrections"]
+    assert any(value != 1.0 for value in corrections.values())  # the service did recalibrate
+    with Client(service.url, deadline_s=2.0) as client:
+        assert client.wait_for_params(10)
+        remote = [client.route(q) for q in QUERIES]
+        assert {a.tier for a in remote} == {"remote"}
+        service.stop()
+        local = [client.route(q) for q in QUERIES]
+    assert {a.tier for a in local} == {"local"}
+    assert [same(a, b) for a, b in zip(local, remote, strict=True)] == [{}] * len(QUERIES)
