@@ -14,6 +14,7 @@ FastAPI's router and dependency solving are not on this path: they cost more tha
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +23,8 @@ from pydantic import BaseModel, ValidationError
 from pydantic.json_schema import JsonSchemaMode
 from starlette.types import Receive, Scope, Send
 
+from app.engines.autofill import ASSUMED_DECODE_BATCH_SIZE, ASSUMED_SYSTEM_LOAD
+from app.engines.request_fill import RequestFiller, Sources
 from app.error_body import SCOPE_KEY, send_error
 from app.errors import status_for, validation_error_body
 from app.metrics import Metrics
@@ -56,8 +59,11 @@ def route_inputs(req: RouteRequest, defaults: RouteDefaults) -> RouteInputs:
     return RouteInputs(
         prompt_len=req.prompt_len,
         predicted_output_len=req.predicted_output_len or defaults.output_len,
-        system_load=req.system_load,
-        decode_batch_size=req.decode_batch_size,
+        # None only when the request names an engine target: request_fill then fills or assumes them.
+        system_load=ASSUMED_SYSTEM_LOAD if req.system_load is None else req.system_load,
+        decode_batch_size=(
+            ASSUMED_DECODE_BATCH_SIZE if req.decode_batch_size is None else req.decode_batch_size
+        ),
         chunk_size=req.chunk_size,
         prefill_queue_requests=req.prefill_queue_requests,
         prefill_queue_tokens=req.prefill_queue_tokens,
@@ -87,7 +93,12 @@ def decide_batch(
 ) -> tuple[list[RouteInputs], list[Any]]:
     """Many decisions in order through the vectorised model (the same answers as ``decide``)."""
     inputs = [route_inputs(r, defaults) for r in reqs]
-    return inputs, model.decide_many(RouteColumns.from_inputs(inputs)).rows()
+    return inputs, decide_inputs(model, inputs)
+
+
+def decide_inputs(model: DecisionModel, inputs: list[RouteInputs]) -> list[Any]:
+    """The breakdowns of many requests' inputs, through the vectorised model."""
+    return model.decide_many(RouteColumns.from_inputs(inputs)).rows()
 
 
 def _errors(exc: ValidationError) -> list[dict[str, Any]]:
@@ -98,8 +109,18 @@ def _errors(exc: ValidationError) -> list[dict[str, Any]]:
 class RouteEndpoint:
     """The ASGI endpoint of ``/route`` (or, with ``batch``, ``/route/batch``)."""
 
-    def __init__(self, store: ParamsStore, metrics: Metrics, settings: Settings, *, batch: bool) -> None:
+    def __init__(
+        self,
+        store: ParamsStore,
+        metrics: Metrics,
+        settings: Settings,
+        *,
+        batch: bool,
+        filler: RequestFiller | None = None,
+    ) -> None:
         self.store = store
+        # Requests naming engine targets (decode_target, ...) are filled from the latest scrape.
+        self.filler = filler if filler is not None else RequestFiller(None, time.monotonic, 0.0)
         self.record = metrics.route_recorder()
         self.defaults = RouteDefaults.from_settings(settings)
         self.max_batch = settings.max_batch_requests
@@ -141,9 +162,15 @@ class RouteEndpoint:
             scope[SCOPE_KEY] = req.request_id  # an error answer from here on carries it
         snapshot = self.store.current
         model = snapshot.model
-        inputs, b = decide(model, req, self.defaults)
+        if not req.names_target:
+            inputs, b = decide(model, req, self.defaults)
+            self.record(b, inputs)
+            return encoder_for(type(b)).encode(b, model.name, snapshot.params_id, req.request_id)
+        engines, now = self.filler.current()
+        inputs, sources = self.filler.inputs(req, route_inputs(req, self.defaults), engines, now)
+        b = model.decide(inputs)
         self.record(b, inputs)
-        return encoder_for(type(b)).encode(b, model.name, snapshot.params_id, req.request_id)
+        return encoder_for(type(b)).encode(b, model.name, snapshot.params_id, req.request_id, sources)
 
     def _answer_batch(self, raw: bytes, scope: Scope) -> bytes:
         reqs = RouteBatchRequest.model_validate_json(raw).requests
@@ -162,10 +189,21 @@ class RouteEndpoint:
             )
         snapshot = self.store.current
         model = snapshot.model
+        engines, now = self.filler.current()
+        inputs: list[RouteInputs] = []
+        sources: list[Sources | None] = []
+        for i, req in enumerate(reqs):
+            one = route_inputs(req, self.defaults)
+            where: Sources | None = None
+            if req.names_target:
+                one, where = self.filler.inputs(req, one, engines, now, ("requests", i))
+            inputs.append(one)
+            sources.append(where)
         results = []
-        for req, one, b in zip(reqs, *decide_batch(model, reqs, self.defaults), strict=True):
+        for req, one, where, b in zip(reqs, inputs, sources, decide_inputs(model, inputs), strict=True):
             self.record(b, one)
-            results.append(encoder_for(type(b)).to_dict(b, model.name, snapshot.params_id, req.request_id))
+            encoder = encoder_for(type(b))
+            results.append(encoder.to_dict(b, model.name, snapshot.params_id, req.request_id, where))
         return pydantic_core.to_json({"results": results, "params_id": snapshot.params_id})
 
 

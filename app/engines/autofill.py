@@ -1,0 +1,166 @@
+"""Filling a /route request's load inputs from the latest engine scrape (pure: no I/O, no clock).
+
+The scraper publishes a ``FleetSnapshot`` (the fleet and the latest reading of each endpoint);
+``fill`` reads it for one request's targets at a time ``now`` (monotonic seconds, passed in).
+A reading older than ``stale_s`` is never used: its fields count as missing.
+
+What feeds what (the table in ``docs/integration.md``):
+
+- decode target (pool ``decode`` or ``mixed``): ``decode_batch_size`` = running + incoming (a
+  disaggregated decode server's transfer/prealloc queues: they join the batch before this
+  request's KV does), ``decode_context_tokens`` = KV tokens in use,
+  ``decode_pending_prefill_tokens`` = its pending prefill tokens where published.
+- collocation GPU (``colloc_target``, else the decode target when it is in ``mixed``):
+  ``system_load`` = running, ``colloc_context_tokens`` = KV tokens in use,
+  ``pending_prefill_tokens`` where published.
+- prefill (``prefill_target``, else every fresh endpoint of pool ``prefill``):
+  ``prefill_queue_requests`` = sum of waiting, ``prefill_running_requests`` = sum of running,
+  ``prefill_pool_gpus`` = number of fresh endpoints, ``prefill_queue_tokens`` only when every one
+  of them publishes its waiting prompt tokens.
+
+Values are rounded to whole counts and capped at the request schema's limits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from app.engines.config import Fleet, PoolName
+from app.engines.sample import EngineSample
+
+# The load inputs a scrape can fill, in the order the answer lists their sources.
+ENGINE_FIELDS = (
+    "system_load",
+    "decode_batch_size",
+    "prefill_queue_requests",
+    "prefill_queue_tokens",
+    "prefill_running_requests",
+    "prefill_pool_gpus",
+    "pending_prefill_tokens",
+    "decode_pending_prefill_tokens",
+    "colloc_context_tokens",
+    "decode_context_tokens",
+)
+# What the service assumes for the two design inputs when neither the caller nor a fresh
+# scrape gives them: an idle collocation GPU (as the queue-aware model assumes empty queues)
+# and RouteInputs' own default decode batch.
+ASSUMED_SYSTEM_LOAD = 0
+ASSUMED_DECODE_BATCH_SIZE = 1
+CALLER: dict[str, Any] = {"source": "caller"}
+ASSUMED: dict[str, Any] = {"source": "assumed"}
+
+
+@dataclass(frozen=True, slots=True)
+class Reading:
+    """One endpoint's sample and the monotonic time (s) it was taken."""
+
+    sample: EngineSample
+    taken_at: float
+
+
+@dataclass(frozen=True)
+class FleetSnapshot:
+    """The fleet and each endpoint's latest good reading; replaced whole, never mutated."""
+
+    fleet: Fleet
+    readings: Mapping[str, Reading]
+
+
+@dataclass(frozen=True, slots=True)
+class Targets:
+    decode: str | None = None
+    colloc: str | None = None
+    prefill: str | None = None
+
+
+def target_errors(fleet: Fleet | None, targets: Targets) -> list[tuple[str, str, str]]:
+    """(field, id, why) for each named target the fleet cannot serve; empty when all are good."""
+    errors = []
+    checks: tuple[tuple[str, str | None, tuple[PoolName, ...]], ...] = (
+        ("decode_target", targets.decode, ("decode", "mixed")),
+        ("colloc_target", targets.colloc, ("decode", "mixed")),
+        ("prefill_target", targets.prefill, ("prefill", "mixed")),
+    )
+    for field, endpoint_id, pools in checks:
+        if endpoint_id is None:
+            continue
+        if fleet is None:
+            errors.append((field, endpoint_id, "no engines are configured (PDROUTE_ENGINES_FILE)"))
+        elif endpoint_id not in fleet.endpoints:
+            errors.append((field, endpoint_id, f"unknown endpoint {endpoint_id!r}"))
+        elif not fleet.in_pool(endpoint_id, *pools):
+            pool = fleet.endpoints[endpoint_id].pool
+            wanted = " or ".join(pools)
+            errors.append((field, endpoint_id, f"endpoint {endpoint_id!r} is in pool {pool}, not {wanted}"))
+    return errors
+
+
+def _count(value: float, cap: int) -> int:
+    return min(int(value + 0.5), cap)
+
+
+def fill(
+    snapshot: FleetSnapshot, targets: Targets, now: float, stale_s: float, caps: Mapping[str, int]
+) -> dict[str, tuple[int, dict[str, Any]]]:
+    """The engine fields a fresh scrape gives for ``targets``: field -> (value, its source).
+
+    A source is ``{"source": "scrape", "endpoint": <id or "pool:prefill">, "age_ms": <ms>}``.
+    Fields the scrape cannot give (stale, unpublished, no target) are absent.
+    """
+    out: dict[str, tuple[int, dict[str, Any]]] = {}
+    readings = snapshot.readings
+
+    def fresh(endpoint_id: str | None) -> Reading | None:
+        if endpoint_id is None:
+            return None
+        reading = readings.get(endpoint_id)
+        if reading is None or now - reading.taken_at > stale_s:
+            return None
+        return reading
+
+    def put(field: str, value: float | None, endpoint: str, taken_at: float) -> None:
+        if value is not None:
+            age_ms = round(max(now - taken_at, 0.0) * 1000.0, 1)
+            source = {"source": "scrape", "endpoint": endpoint, "age_ms": age_ms}
+            out[field] = (_count(value, caps[field]), source)
+
+    decode = fresh(targets.decode)
+    if decode is not None and targets.decode is not None:
+        s, at = decode.sample, decode.taken_at
+        batch = None if s.running is None else s.running + (s.decode_incoming or 0.0)
+        put("decode_batch_size", batch, targets.decode, at)
+        put("decode_context_tokens", s.kv_used_tokens, targets.decode, at)
+        put("decode_pending_prefill_tokens", s.pending_prefill_tokens, targets.decode, at)
+
+    colloc_id = targets.colloc
+    if colloc_id is None and targets.decode is not None and snapshot.fleet.in_pool(targets.decode, "mixed"):
+        colloc_id = targets.decode
+    colloc = fresh(colloc_id)
+    if colloc is not None and colloc_id is not None:
+        s, at = colloc.sample, colloc.taken_at
+        put("system_load", s.running, colloc_id, at)
+        put("colloc_context_tokens", s.kv_used_tokens, colloc_id, at)
+        put("pending_prefill_tokens", s.pending_prefill_tokens, colloc_id, at)
+
+    if targets.prefill is not None:
+        ids: tuple[str, ...] = (targets.prefill,)
+        name = targets.prefill
+    else:
+        ids = snapshot.fleet.pools.get("prefill", ())
+        name = "pool:prefill"
+    pool = [r for r in (fresh(i) for i in ids) if r is not None]
+    if pool:
+        oldest = min(r.taken_at for r in pool)
+        waiting = [r.sample.waiting for r in pool]
+        running = [r.sample.running for r in pool]
+        tokens = [r.sample.queue_prompt_tokens for r in pool]
+        if all(v is not None for v in waiting):
+            put("prefill_queue_requests", sum(v for v in waiting if v is not None), name, oldest)
+        if all(v is not None for v in running):
+            put("prefill_running_requests", sum(v for v in running if v is not None), name, oldest)
+        if all(v is not None for v in tokens):
+            put("prefill_queue_tokens", sum(v for v in tokens if v is not None), name, oldest)
+        put("prefill_pool_gpus", float(len(pool)), name, oldest)
+    return out
