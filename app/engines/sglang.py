@@ -32,9 +32,8 @@ TRANSFER_SPEED = "sglang:kv_transfer_speed_gb_s"
 
 
 def kv_used_tokens(reader: Reader) -> float | None:
-    used = reader.total(USED_TOKENS)
-    if used is not None:
-        return used
+    if USED_TOKENS in reader.series:  # published: its value, or None if refused (no fallback then)
+        return reader.total(USED_TOKENS)
     usage = reader.total(TOKEN_USAGE)
     capacity = reader.total(MAX_TOKENS)
     if usage is None or capacity is None:
