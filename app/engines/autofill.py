@@ -23,6 +23,8 @@ Values are rounded to whole counts and capped at the request schema's limits.
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -62,10 +64,15 @@ class Reading:
 
 @dataclass(frozen=True)
 class FleetSnapshot:
-    """The fleet and each endpoint's latest good reading; replaced whole, never mutated."""
+    """The fleet and each endpoint's latest good reading; replaced whole, never mutated.
+
+    ``fill_cache`` memoises ``cached_fill``'s answers for this snapshot (written on the event
+    loop thread only; it never changes what the snapshot says).
+    """
 
     fleet: Fleet
     readings: Mapping[str, Reading]
+    fill_cache: dict[Targets, Filled] = dataclasses.field(default_factory=dict, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,16 +108,42 @@ def _count(value: float, cap: int) -> int:
     return min(int(value + 0.5), cap)
 
 
+Group = tuple[tuple[str, ...], str, float]  # the fields one reading (or pool) gave, its name, taken_at
+
+
+@dataclass(frozen=True, slots=True)
+class Filled:
+    """What a snapshot gives one set of targets: values, where from, and until when it holds."""
+
+    values: dict[str, int]  # field -> value (whole counts, capped at the schema's limits)
+    groups: tuple[Group, ...]
+    computed_at: float  # monotonic s
+    valid_until: float  # monotonic s: after it a reading used here has gone stale
+
+    def sources(self, now: float) -> dict[str, dict[str, Any]]:
+        """field -> ``{"source": "scrape", "endpoint": <id or "pool:prefill">, "age_ms": <ms>}``."""
+        out: dict[str, dict[str, Any]] = {}
+        for fields, endpoint, taken_at in self.groups:
+            source = {
+                "source": "scrape",
+                "endpoint": endpoint,
+                "age_ms": round(max(now - taken_at, 0.0) * 1e3, 1),
+            }
+            for field in fields:
+                out[field] = source
+        return out
+
+
 def fill(
     snapshot: FleetSnapshot, targets: Targets, now: float, stale_s: float, caps: Mapping[str, int]
-) -> dict[str, tuple[int, dict[str, Any]]]:
-    """The engine fields a fresh scrape gives for ``targets``: field -> (value, its source).
-
-    A source is ``{"source": "scrape", "endpoint": <id or "pool:prefill">, "age_ms": <ms>}``.
-    Fields the scrape cannot give (stale, unpublished, no target) are absent.
+) -> Filled:
+    """The engine fields fresh readings give ``targets`` at ``now`` (readings older than
+    ``stale_s`` are ignored). Fields the scrape cannot give (stale, unpublished, no target) are absent.
     """
-    out: dict[str, tuple[int, dict[str, Any]]] = {}
     readings = snapshot.readings
+    values: dict[str, int] = {}
+    groups: list[Group] = []
+    oldest_used = math.inf
 
     def fresh(endpoint_id: str | None) -> Reading | None:
         if endpoint_id is None:
@@ -120,29 +153,39 @@ def fill(
             return None
         return reading
 
-    def put(field: str, value: float | None, endpoint: str, taken_at: float) -> None:
-        if value is not None:
-            age_ms = round(max(now - taken_at, 0.0) * 1000.0, 1)
-            source = {"source": "scrape", "endpoint": endpoint, "age_ms": age_ms}
-            out[field] = (_count(value, caps[field]), source)
+    def put(name: str, taken_at: float, **found: float | None) -> None:
+        nonlocal oldest_used
+        fields = tuple(field for field, value in found.items() if value is not None)
+        for field in fields:
+            values[field] = _count(found[field] or 0.0, caps[field])
+        if fields:
+            groups.append((fields, name, taken_at))
+            oldest_used = min(oldest_used, taken_at)
 
     decode = fresh(targets.decode)
     if decode is not None and targets.decode is not None:
-        s, at = decode.sample, decode.taken_at
-        batch = None if s.running is None else s.running + (s.decode_incoming or 0.0)
-        put("decode_batch_size", batch, targets.decode, at)
-        put("decode_context_tokens", s.kv_used_tokens, targets.decode, at)
-        put("decode_pending_prefill_tokens", s.pending_prefill_tokens, targets.decode, at)
+        s = decode.sample
+        put(
+            targets.decode,
+            decode.taken_at,
+            decode_batch_size=None if s.running is None else s.running + (s.decode_incoming or 0.0),
+            decode_context_tokens=s.kv_used_tokens,
+            decode_pending_prefill_tokens=s.pending_prefill_tokens,
+        )
 
     colloc_id = targets.colloc
     if colloc_id is None and targets.decode is not None and snapshot.fleet.in_pool(targets.decode, "mixed"):
         colloc_id = targets.decode
     colloc = fresh(colloc_id)
     if colloc is not None and colloc_id is not None:
-        s, at = colloc.sample, colloc.taken_at
-        put("system_load", s.running, colloc_id, at)
-        put("colloc_context_tokens", s.kv_used_tokens, colloc_id, at)
-        put("pending_prefill_tokens", s.pending_prefill_tokens, colloc_id, at)
+        s = colloc.sample
+        put(
+            colloc_id,
+            colloc.taken_at,
+            system_load=s.running,
+            colloc_context_tokens=s.kv_used_tokens,
+            pending_prefill_tokens=s.pending_prefill_tokens,
+        )
 
     if targets.prefill is not None:
         ids: tuple[str, ...] = (targets.prefill,)
@@ -152,15 +195,44 @@ def fill(
         name = "pool:prefill"
     pool = [r for r in (fresh(i) for i in ids) if r is not None]
     if pool:
-        oldest = min(r.taken_at for r in pool)
-        waiting = [r.sample.waiting for r in pool]
-        running = [r.sample.running for r in pool]
-        tokens = [r.sample.queue_prompt_tokens for r in pool]
-        if all(v is not None for v in waiting):
-            put("prefill_queue_requests", sum(v for v in waiting if v is not None), name, oldest)
-        if all(v is not None for v in running):
-            put("prefill_running_requests", sum(v for v in running if v is not None), name, oldest)
-        if all(v is not None for v in tokens):
-            put("prefill_queue_tokens", sum(v for v in tokens if v is not None), name, oldest)
-        put("prefill_pool_gpus", float(len(pool)), name, oldest)
-    return out
+        put(
+            name,
+            min(r.taken_at for r in pool),
+            prefill_queue_requests=_pool_sum([r.sample.waiting for r in pool]),
+            prefill_running_requests=_pool_sum([r.sample.running for r in pool]),
+            prefill_queue_tokens=_pool_sum([r.sample.queue_prompt_tokens for r in pool]),
+            prefill_pool_gpus=float(len(pool)),
+        )
+    return Filled(values, tuple(groups), now, oldest_used + stale_s)
+
+
+def _pool_sum(values: list[float | None]) -> float | None:
+    """The pool's total when every fresh endpoint publishes the signal, else None (never a part)."""
+    total = 0.0
+    for v in values:
+        if v is None:
+            return None
+        total += v
+    return total
+
+
+MAX_CACHED_TARGETS = 4096
+
+
+def cached_fill(
+    snapshot: FleetSnapshot, targets: Targets, now: float, stale_s: float, caps: Mapping[str, int]
+) -> Filled:
+    """``fill``, memoised on the snapshot per targets while every reading it used stays fresh.
+
+    A reading stale when computed stays stale (the clock only moves forward), and one fresh
+    stays fresh until ``valid_until``: between the two the answer cannot change.
+    """
+    cache = snapshot.fill_cache
+    hit = cache.get(targets)
+    if hit is not None and hit.computed_at <= now <= hit.valid_until:
+        return hit
+    filled = fill(snapshot, targets, now, stale_s, caps)
+    if len(cache) >= MAX_CACHED_TARGETS:
+        cache.clear()
+    cache[targets] = filled
+    return filled

@@ -7,11 +7,16 @@ from app.engines.config import Endpoint
 from app.engines.sample import EngineSample, Reader, parse_series
 
 _READERS = {"vllm": vllm.read, "sglang": sglang.read, "trtllm": trtllm.read}
+_NAMES = {"vllm": vllm.NAMES, "sglang": sglang.NAMES, "trtllm": trtllm.NAMES}
 
 
 def read_exposition(text: str, endpoint: Endpoint) -> EngineSample:
-    """The signals ``endpoint`` publishes in ``text``; ``ExpositionError`` if it is not Prometheus text."""
-    reader = Reader(parse_series(text))
+    """The signals ``endpoint`` publishes in ``text``.
+
+    ``ExpositionError`` if it is not Prometheus text, ``NoMetrics`` if it holds none of the
+    metrics its kind reads.
+    """
     if endpoint.kind == "custom":
-        return custom.read(reader, endpoint.custom)
-    return _READERS[endpoint.kind](reader)
+        names = frozenset(metric for _, metric, _, _ in endpoint.custom)
+        return custom.read(Reader(parse_series(text, names)), endpoint.custom)
+    return _READERS[endpoint.kind](Reader(parse_series(text, _NAMES[endpoint.kind])))

@@ -14,7 +14,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from app.engines.autofill import FleetSnapshot
 from app.engines.config import POOL_NAMES, PoolName
 
-REASONS = ("timeout", "connect", "http_status", "too_large", "parse", "bad_value", "other")
+REASONS = ("timeout", "connect", "http_status", "too_large", "parse", "no_metrics", "bad_value", "other")
 SCRAPE_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 
 
@@ -32,7 +32,7 @@ class ScrapeMetrics:
         self.errors = Counter(
             "pdroute_engine_scrape_errors",
             "Engine scrapes that failed or returned refused values, by endpoint id, engine kind and"
-            " reason (timeout, connect, http_status, too_large, parse, bad_value, other).",
+            " reason (timeout, connect, http_status, too_large, parse, no_metrics, bad_value, other).",
             ["target", "kind", "reason"],
             registry=registry,
         )

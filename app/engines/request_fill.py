@@ -8,7 +8,6 @@ sends always win. It reads the scraper's current snapshot once per call: no lock
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -17,17 +16,14 @@ from pydantic_core import PydanticCustomError
 
 from app.engines.autofill import (
     ASSUMED,
-    ASSUMED_DECODE_BATCH_SIZE,
-    ASSUMED_SYSTEM_LOAD,
     CALLER,
     ENGINE_FIELDS,
     FleetSnapshot,
     Targets,
-    fill,
+    cached_fill,
     target_errors,
 )
 from app.schemas import MAX_GPUS, MAX_LOAD, MAX_TOKENS, RouteRequest
-from pdroute_core.routing import RouteInputs
 
 # The request schema's upper bound of each field a scrape can fill.
 CAPS = {
@@ -37,7 +33,6 @@ CAPS = {
     ),
     "prefill_pool_gpus": MAX_GPUS,
 }
-_ASSUMED_VALUES = {"system_load": ASSUMED_SYSTEM_LOAD, "decode_batch_size": ASSUMED_DECODE_BATCH_SIZE}
 
 Sources = dict[str, dict[str, Any]]
 
@@ -59,42 +54,42 @@ class RequestFiller:
         """The snapshot and the time to judge its readings by, read once per request or batch."""
         return (self.source.snapshot if self.source is not None else None), self.monotonic()
 
-    def inputs(
+    def fill(
         self,
         req: RouteRequest,
-        base: RouteInputs,
         snapshot: FleetSnapshot | None,
         now: float,
         loc: tuple[str | int, ...] = (),
-    ) -> tuple[RouteInputs, Sources]:
-        """``base`` (the request's inputs, defaults applied) with the missing load fields filled."""
+    ) -> tuple[dict[str, int], Sources]:
+        """The load fields to fill (the caller's values win) and where every load field came from.
+
+        Fields neither sent nor scraped are left to ``route_inputs``'s assumptions.
+        """
         targets = Targets(req.decode_target, req.colloc_target, req.prefill_target)
         errors = target_errors(snapshot.fleet if snapshot is not None else None, targets)
-        if errors:
-            raise ValidationError.from_exception_data(
-                "RouteRequest",
-                [
-                    {
-                        "type": PydanticCustomError("unknown_endpoint", why),
-                        "loc": (*loc, field),
-                        "input": value,
-                    }
-                    for field, value, why in errors
-                ],
-            )
-        scraped = fill(snapshot, targets, now, self.stale_s, CAPS) if snapshot is not None else {}
+        if errors or snapshot is None:  # no snapshot: no engines, and errors says so
+            raise _refusal(errors, loc)
+        filled = cached_fill(snapshot, targets, now, self.stale_s, CAPS)
+        scraped = filled.sources(now)
         values: dict[str, int] = {}
         sources: Sources = {}
-        for field in ENGINE_FIELDS:
-            if getattr(req, field) is not None:
-                sources[field] = CALLER
-                continue
-            got = scraped.get(field)
-            if got is not None:
-                values[field] = got[0]
-                sources[field] = got[1]
+        for name in ENGINE_FIELDS:
+            if getattr(req, name) is not None:
+                sources[name] = CALLER
+            elif name in scraped:
+                sources[name] = scraped[name]
+                values[name] = filled.values[name]
             else:
-                sources[field] = ASSUMED
-                if field in _ASSUMED_VALUES:
-                    values[field] = _ASSUMED_VALUES[field]
-        return dataclasses.replace(base, **values), sources
+                sources[name] = ASSUMED
+        return values, sources
+
+
+def _refusal(errors: list[tuple[str, str, str]], loc: tuple[str | int, ...]) -> ValidationError:
+    """The 422 of targets the fleet cannot serve: each names its field and the id."""
+    return ValidationError.from_exception_data(
+        "RouteRequest",
+        [
+            {"type": PydanticCustomError("unknown_endpoint", why), "loc": (*loc, field), "input": value}
+            for field, value, why in errors
+        ],
+    )

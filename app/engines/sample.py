@@ -10,7 +10,9 @@ cannot be a count or a fraction (NaN, infinite, negative), noting why in ``probl
 
 from __future__ import annotations
 
+import functools
 import math
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -36,6 +38,25 @@ class ExpositionError(ValueError):
     """The text is not Prometheus exposition format."""
 
 
+class NoMetrics(ValueError):
+    """The text is exposition format but holds none of the metrics the engine kind reads."""
+
+
+@functools.lru_cache(maxsize=256)
+def _line_filter(names: frozenset[str]) -> re.Pattern[str]:
+    alternatives = "|".join(re.escape(n) for n in sorted(names))
+    return re.compile(rf"^(?:# (?:HELP|TYPE) )?(?:{alternatives})(?:[{{ \t].*)?$", re.M)
+
+
+def select_lines(text: str, names: frozenset[str]) -> str:
+    """The lines of ``text`` about ``names`` (samples and their HELP/TYPE), the rest dropped.
+
+    A pod's /metrics is mostly histograms pdroute does not read (~100 kB for vLLM); the pure
+    Python parser then only sees the few gauges it needs.
+    """
+    return "\n".join(_line_filter(names).findall(text)) + "\n"
+
+
 @dataclass(frozen=True, slots=True)
 class EngineSample:
     """One endpoint's signals at one scrape (counts, tokens; ``None``: not published or invalid)."""
@@ -50,8 +71,17 @@ class EngineSample:
     problems: tuple[str, ...] = ()  # series refused (NaN, negative, ...), one line each
 
 
-def parse_series(text: str) -> Series:
-    """Every sample of the exposition text by sample name; ``ExpositionError`` if it is not one."""
+def parse_series(text: str, names: frozenset[str] | None = None) -> Series:
+    """The samples of the exposition text by sample name (only ``names``' when given).
+
+    ``ExpositionError`` if it is not exposition text; ``NoMetrics`` if none of ``names`` is there.
+    """
+    if names is not None:
+        selected = select_lines(text, names)
+        if not selected.strip():
+            parse_series(text)  # garbage is a parse error, not merely "no metrics"
+            raise NoMetrics(f"none of {sorted(names)[:4]}... published")
+        text = selected
     series: Series = {}
     try:
         for family in text_string_to_metric_families(text):

@@ -28,7 +28,7 @@ from app.engines.autofill import FleetSnapshot, Reading
 from app.engines.config import Endpoint, Fleet, InvalidEngines, load_fleet
 from app.engines.kinds import read_exposition
 from app.engines.metrics import ScrapeMetrics
-from app.engines.sample import EngineSample, ExpositionError
+from app.engines.sample import EngineSample, ExpositionError, NoMetrics
 from app.params_store import FileSignature
 from app.settings import Settings
 
@@ -166,6 +166,8 @@ class EngineScraper:
             return read_exposition(b"".join(chunks).decode("utf-8"), endpoint)
         except (ExpositionError, UnicodeDecodeError) as exc:
             raise ScrapeFailure("parse", str(exc).splitlines()[0] if str(exc) else "parse error") from None
+        except NoMetrics as exc:
+            raise ScrapeFailure("no_metrics", str(exc)) from None
 
     def _failed(self, endpoint: Endpoint, reason: str, message: str) -> None:
         self.metrics.errors.labels(target=endpoint.id, kind=endpoint.kind, reason=reason).inc()

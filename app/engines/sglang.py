@@ -29,6 +29,19 @@ USED_TOKENS = "sglang:num_used_tokens"
 TOKEN_USAGE = "sglang:token_usage"
 MAX_TOKENS = "sglang:max_total_num_tokens"
 TRANSFER_SPEED = "sglang:kv_transfer_speed_gb_s"
+NAMES = frozenset(
+    (
+        RUNNING,
+        QUEUE,
+        PREFILL_PREALLOC,
+        DECODE_TRANSFER,
+        DECODE_PREALLOC,
+        USED_TOKENS,
+        TOKEN_USAGE,
+        MAX_TOKENS,
+        TRANSFER_SPEED,
+    )
+)
 
 
 def kv_used_tokens(reader: Reader) -> float | None:

@@ -20,6 +20,7 @@ RUNNING = "trtllm_num_requests_running"
 WAITING = "trtllm_num_requests_waiting"
 USED_BLOCKS = "trtllm_kv_cache_used_blocks"
 TOKENS_PER_BLOCK = "trtllm_kv_cache_tokens_per_block"
+NAMES = frozenset((RUNNING, WAITING, USED_BLOCKS, TOKENS_PER_BLOCK))
 
 
 def kv_used_tokens(reader: Reader) -> float | None:

@@ -22,6 +22,7 @@ RUNNING = "vllm:num_requests_running"
 WAITING = "vllm:num_requests_waiting"
 KV_USAGE = "vllm:kv_cache_usage_perc"
 CACHE_CONFIG = "vllm:cache_config_info"
+NAMES = frozenset((RUNNING, WAITING, KV_USAGE, CACHE_CONFIG))
 
 
 def _capacity_tokens(labels: dict[str, str]) -> float | None:

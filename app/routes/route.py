@@ -15,6 +15,7 @@ FastAPI's router and dependency solving are not on this path: they cost more tha
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,31 +53,51 @@ class RouteDefaults:
         return cls(settings.default_output_len, settings.default_ttft_slo_ms, settings.default_tpot_slo_ms)
 
 
-def route_inputs(req: RouteRequest, defaults: RouteDefaults) -> RouteInputs:
-    """The model's inputs for one parsed request, the service's defaults applied."""
+_NOTHING_FILLED: dict[str, int] = {}
+
+
+def route_inputs(
+    req: RouteRequest, defaults: RouteDefaults, filled: Mapping[str, int] = _NOTHING_FILLED
+) -> RouteInputs:
+    """The model's inputs for one parsed request, the service's defaults applied.
+
+    ``filled`` (from engine metrics, ``app.engines.request_fill``) gives load fields the request
+    did not send; the request's own values always win.
+    """
     ttft = req.ttft_slo_ms
     tpot = req.tpot_slo_ms
+    got = filled.get
+    system_load = req.system_load
+    decode_batch_size = req.decode_batch_size
     return RouteInputs(
         prompt_len=req.prompt_len,
         predicted_output_len=req.predicted_output_len or defaults.output_len,
-        # None only when the request names an engine target: request_fill then fills or assumes them.
-        system_load=ASSUMED_SYSTEM_LOAD if req.system_load is None else req.system_load,
+        # None only when the request names an engine target and no fresh reading gave them.
+        system_load=got("system_load", ASSUMED_SYSTEM_LOAD) if system_load is None else system_load,
         decode_batch_size=(
-            ASSUMED_DECODE_BATCH_SIZE if req.decode_batch_size is None else req.decode_batch_size
+            got("decode_batch_size", ASSUMED_DECODE_BATCH_SIZE)
+            if decode_batch_size is None
+            else decode_batch_size
         ),
         chunk_size=req.chunk_size,
-        prefill_queue_requests=req.prefill_queue_requests,
-        prefill_queue_tokens=req.prefill_queue_tokens,
-        prefill_running_requests=req.prefill_running_requests,
-        prefill_pool_gpus=req.prefill_pool_gpus,
-        pending_prefill_tokens=req.pending_prefill_tokens,
-        decode_pending_prefill_tokens=req.decode_pending_prefill_tokens,
-        colloc_context_tokens=req.colloc_context_tokens,
-        decode_context_tokens=req.decode_context_tokens,
+        prefill_queue_requests=_given(req.prefill_queue_requests, got, "prefill_queue_requests"),
+        prefill_queue_tokens=_given(req.prefill_queue_tokens, got, "prefill_queue_tokens"),
+        prefill_running_requests=_given(req.prefill_running_requests, got, "prefill_running_requests"),
+        prefill_pool_gpus=_given(req.prefill_pool_gpus, got, "prefill_pool_gpus"),
+        pending_prefill_tokens=_given(req.pending_prefill_tokens, got, "pending_prefill_tokens"),
+        decode_pending_prefill_tokens=_given(
+            req.decode_pending_prefill_tokens, got, "decode_pending_prefill_tokens"
+        ),
+        colloc_context_tokens=_given(req.colloc_context_tokens, got, "colloc_context_tokens"),
+        decode_context_tokens=_given(req.decode_context_tokens, got, "decode_context_tokens"),
         cached_prompt_tokens=req.cached_prompt_tokens,
         ttft_slo_ms=defaults.ttft_slo_ms if ttft is None else ttft,
         tpot_slo_ms=defaults.tpot_slo_ms if tpot is None else tpot,
     )
+
+
+def _given(value: int | None, got: Callable[[str], int | None], name: str) -> int | None:
+    return value if value is not None else got(name)
 
 
 def decide(model: DecisionModel, req: RouteRequest, defaults: RouteDefaults) -> tuple[RouteInputs, Any]:
@@ -167,7 +188,8 @@ class RouteEndpoint:
             self.record(b, inputs)
             return encoder_for(type(b)).encode(b, model.name, snapshot.params_id, req.request_id)
         engines, now = self.filler.current()
-        inputs, sources = self.filler.inputs(req, route_inputs(req, self.defaults), engines, now)
+        filled, sources = self.filler.fill(req, engines, now)
+        inputs = route_inputs(req, self.defaults, filled)
         b = model.decide(inputs)
         self.record(b, inputs)
         return encoder_for(type(b)).encode(b, model.name, snapshot.params_id, req.request_id, sources)
@@ -193,17 +215,18 @@ class RouteEndpoint:
         inputs: list[RouteInputs] = []
         sources: list[Sources | None] = []
         for i, req in enumerate(reqs):
-            one = route_inputs(req, self.defaults)
-            where: Sources | None = None
             if req.names_target:
-                one, where = self.filler.inputs(req, one, engines, now, ("requests", i))
-            inputs.append(one)
-            sources.append(where)
+                filled, where = self.filler.fill(req, engines, now, ("requests", i))
+                inputs.append(route_inputs(req, self.defaults, filled))
+                sources.append(where)
+            else:
+                inputs.append(route_inputs(req, self.defaults))
+                sources.append(None)
         results = []
-        for req, one, where, b in zip(reqs, inputs, sources, decide_inputs(model, inputs), strict=True):
+        for req, one, origin, b in zip(reqs, inputs, sources, decide_inputs(model, inputs), strict=True):
             self.record(b, one)
             encoder = encoder_for(type(b))
-            results.append(encoder.to_dict(b, model.name, snapshot.params_id, req.request_id, where))
+            results.append(encoder.to_dict(b, model.name, snapshot.params_id, req.request_id, origin))
         return pydantic_core.to_json({"results": results, "params_id": snapshot.params_id})
 
 

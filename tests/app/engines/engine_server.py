@@ -7,9 +7,18 @@ target that disappears and returns).
 
 from __future__ import annotations
 
+import contextlib
+import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+class _Server(ThreadingHTTPServer):
+    allow_reuse_address = True
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        pass  # a client gone mid-answer (the scraper timed out, the test stopped the server)
 
 
 class EngineServer:
@@ -21,6 +30,7 @@ class EngineServer:
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
         self.port = 0
+        self._connections: set[socket.socket] = set()
         self.start()
 
     @property
@@ -31,6 +41,16 @@ class EngineServer:
         owner = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # keep-alive, as the engines' own servers
+
+            def setup(self) -> None:
+                super().setup()
+                owner._connections.add(self.connection)
+
+            def finish(self) -> None:
+                owner._connections.discard(self.connection)
+                super().finish()
+
             def do_GET(self) -> None:
                 owner.hits += 1
                 if owner.delay_s:
@@ -45,8 +65,7 @@ class EngineServer:
             def log_message(self, format: str, *args: object) -> None:  # quiet
                 pass
 
-        ThreadingHTTPServer.allow_reuse_address = True
-        server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        server = _Server(("127.0.0.1", self.port), Handler)
         server.daemon_threads = True
         self.port = server.server_address[1]
         self._server = server
@@ -59,5 +78,8 @@ class EngineServer:
         if self._server is not None and self._thread is not None:
             self._server.shutdown()
             self._server.server_close()
+            for connection in list(self._connections):  # kept-alive connections die with the server
+                with contextlib.suppress(OSError):
+                    connection.shutdown(socket.SHUT_RDWR)
             self._thread.join(timeout=10)
             self._server = None

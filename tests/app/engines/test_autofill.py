@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.engines.autofill import FleetSnapshot, Reading, Targets, fill, target_errors
+from app.engines.autofill import Filled, FleetSnapshot, Reading, Targets, cached_fill, fill, target_errors
 from app.engines.config import fleet_from
 from app.engines.request_fill import CAPS
 from app.engines.sample import EngineSample
@@ -30,8 +30,8 @@ def snapshot(taken: dict[str, float]) -> FleetSnapshot:
     return FleetSnapshot(FLEET, {i: Reading(samples[i], t) for i, t in taken.items()})
 
 
-def values(out: dict[str, tuple[int, dict[str, object]]]) -> dict[str, int]:
-    return {k: v for k, (v, _) in out.items()}
+def values(out: Filled) -> dict[str, int]:
+    return out.values
 
 
 def test_a_mixed_decode_target_is_also_the_collocation_gpu() -> None:
@@ -45,8 +45,10 @@ def test_a_mixed_decode_target_is_also_the_collocation_gpu() -> None:
         "prefill_running_requests": 3,
         "prefill_pool_gpus": 2,
     }
-    assert out["system_load"][1] == {"source": "scrape", "endpoint": "m0", "age_ms": 500.0}
-    assert out["prefill_pool_gpus"][1]["endpoint"] == "pool:prefill"
+    sources = out.sources(10.5)
+    assert sources["system_load"] == {"source": "scrape", "endpoint": "m0", "age_ms": 500.0}
+    assert sources["prefill_pool_gpus"]["endpoint"] == "pool:prefill"
+    assert set(sources) == set(out.values)
 
 
 def test_a_decode_pool_target_counts_incoming_decodes_and_collocates_only_where_named() -> None:
@@ -62,7 +64,8 @@ def test_stale_readings_are_never_used() -> None:
     out = fill(snap, Targets(decode="m0"), 10.0, 2.0, CAPS)
     # m0 and p0 are 10 s old: only p1 is fresh, and the pool is what is fresh.
     assert values(out) == {"prefill_queue_requests": 4, "prefill_running_requests": 1, "prefill_pool_gpus": 1}
-    assert out["prefill_pool_gpus"][1]["age_ms"] == 1000.0
+    assert out.sources(10.0)["prefill_pool_gpus"]["age_ms"] == 1000.0
+    assert out.valid_until == 11.0  # p1 (taken at 9) goes stale after 11
 
 
 def test_a_named_prefill_target_is_its_own_queue() -> None:
@@ -77,3 +80,18 @@ def test_target_errors_name_the_field_and_the_id() -> None:
     assert (field, endpoint) == ("prefill_target", "d0") and "pool decode" in why
     [(field, _, why)] = target_errors(None, Targets(decode="m0"))
     assert field == "decode_target" and "PDROUTE_ENGINES_FILE" in why
+
+
+def test_cached_fill_holds_while_every_reading_used_is_fresh() -> None:
+    snap = snapshot({"p0": 0.0, "p1": 1.0, "m0": 0.5})
+    first = cached_fill(snap, Targets(decode="m0"), 1.0, 2.0, CAPS)
+    assert cached_fill(snap, Targets(decode="m0"), 2.0, 2.0, CAPS) is first  # p0 fresh until 2.0
+    later = cached_fill(snap, Targets(decode="m0"), 2.2, 2.0, CAPS)  # p0 now stale: recomputed
+    assert later is not first
+    assert later.values["prefill_pool_gpus"] == 1 and later.values["system_load"] == 6
+    assert (
+        cached_fill(snap, Targets(decode="m0"), 2.9, 2.0, CAPS).values
+        == fill(snap, Targets(decode="m0"), 2.9, 2.0, CAPS).values
+    )
+    gone = cached_fill(snap, Targets(decode="m0"), 3.6, 2.0, CAPS)
+    assert gone.values == {}  # everything stale
