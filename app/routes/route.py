@@ -14,8 +14,9 @@ FastAPI's router and dependency solving are not on this path: they cost more tha
 
 from __future__ import annotations
 
+import dataclasses
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,51 +54,38 @@ class RouteDefaults:
         return cls(settings.default_output_len, settings.default_ttft_slo_ms, settings.default_tpot_slo_ms)
 
 
-_NOTHING_FILLED: dict[str, int] = {}
-
-
 def route_inputs(
-    req: RouteRequest, defaults: RouteDefaults, filled: Mapping[str, int] = _NOTHING_FILLED
+    req: RouteRequest, defaults: RouteDefaults, filled: Mapping[str, int] | None = None
 ) -> RouteInputs:
     """The model's inputs for one parsed request, the service's defaults applied.
 
-    ``filled`` (from engine metrics, ``app.engines.request_fill``) gives load fields the request
-    did not send; the request's own values always win.
+    ``filled`` (from engine metrics, ``app.engines.request_fill``) holds load fields the request
+    did not send: the request's own values always win, as ``RequestFiller`` only fills those.
     """
     ttft = req.ttft_slo_ms
     tpot = req.tpot_slo_ms
-    got = filled.get
-    system_load = req.system_load
-    decode_batch_size = req.decode_batch_size
-    return RouteInputs(
+    inputs = RouteInputs(
         prompt_len=req.prompt_len,
         predicted_output_len=req.predicted_output_len or defaults.output_len,
-        # None only when the request names an engine target and no fresh reading gave them.
-        system_load=got("system_load", ASSUMED_SYSTEM_LOAD) if system_load is None else system_load,
+        # None only when the request names an engine target: then filled, or assumed as here.
+        system_load=ASSUMED_SYSTEM_LOAD if req.system_load is None else req.system_load,
         decode_batch_size=(
-            got("decode_batch_size", ASSUMED_DECODE_BATCH_SIZE)
-            if decode_batch_size is None
-            else decode_batch_size
+            ASSUMED_DECODE_BATCH_SIZE if req.decode_batch_size is None else req.decode_batch_size
         ),
         chunk_size=req.chunk_size,
-        prefill_queue_requests=_given(req.prefill_queue_requests, got, "prefill_queue_requests"),
-        prefill_queue_tokens=_given(req.prefill_queue_tokens, got, "prefill_queue_tokens"),
-        prefill_running_requests=_given(req.prefill_running_requests, got, "prefill_running_requests"),
-        prefill_pool_gpus=_given(req.prefill_pool_gpus, got, "prefill_pool_gpus"),
-        pending_prefill_tokens=_given(req.pending_prefill_tokens, got, "pending_prefill_tokens"),
-        decode_pending_prefill_tokens=_given(
-            req.decode_pending_prefill_tokens, got, "decode_pending_prefill_tokens"
-        ),
-        colloc_context_tokens=_given(req.colloc_context_tokens, got, "colloc_context_tokens"),
-        decode_context_tokens=_given(req.decode_context_tokens, got, "decode_context_tokens"),
+        prefill_queue_requests=req.prefill_queue_requests,
+        prefill_queue_tokens=req.prefill_queue_tokens,
+        prefill_running_requests=req.prefill_running_requests,
+        prefill_pool_gpus=req.prefill_pool_gpus,
+        pending_prefill_tokens=req.pending_prefill_tokens,
+        decode_pending_prefill_tokens=req.decode_pending_prefill_tokens,
+        colloc_context_tokens=req.colloc_context_tokens,
+        decode_context_tokens=req.decode_context_tokens,
         cached_prompt_tokens=req.cached_prompt_tokens,
         ttft_slo_ms=defaults.ttft_slo_ms if ttft is None else ttft,
         tpot_slo_ms=defaults.tpot_slo_ms if tpot is None else tpot,
     )
-
-
-def _given(value: int | None, got: Callable[[str], int | None], name: str) -> int | None:
-    return value if value is not None else got(name)
+    return dataclasses.replace(inputs, **filled) if filled else inputs
 
 
 def decide(model: DecisionModel, req: RouteRequest, defaults: RouteDefaults) -> tuple[RouteInputs, Any]:
