@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 import pytest
 from prometheus_client import CollectorRegistry
+from prometheus_client.parser import text_string_to_metric_families
 
 from app.main import create_app
 from app.settings import Settings
@@ -168,8 +169,13 @@ def test_endpoint_ids_only_fresh_scrape_then_stale_assumed(
         "colloc_context_tokens",
         "decode_context_tokens",
     }
-    metrics = httpx.get(f"{service.url}/metrics").text
-    assert 'pdroute_engine_fresh_endpoints{pool="mixed"} 0.0' in metrics
+    fresh = {
+        s.labels["pool"]: s.value
+        for family in text_string_to_metric_families(httpx.get(f"{service.url}/metrics").text)
+        if family.name == "pdroute_engine_fresh_endpoints"
+        for s in family.samples
+    }
+    assert fresh == {"prefill": 0.0, "decode": 0.0, "mixed": 0.0}
     assert httpx.get(f"{service.url}/readyz").status_code == 200  # readiness ignores the engines
 
 
