@@ -124,14 +124,13 @@ class Filled:
         """field -> ``{"source": "scrape", "endpoint": <id or "pool:prefill">, "age_ms": <ms>}``."""
         out: dict[str, dict[str, Any]] = {}
         for fields, endpoint, taken_at in self.groups:
-            source = {
-                "source": "scrape",
-                "endpoint": endpoint,
-                "age_ms": round(max(now - taken_at, 0.0) * 1e3, 1),
-            }
-            for field in fields:
-                out[field] = source
+            age_ms = round(max(now - taken_at, 0.0) * 1e3, 1)
+            source = {"source": "scrape", "endpoint": endpoint, "age_ms": age_ms}
+            out.update(dict.fromkeys(fields, source))  # one dict shared by the group: only serialised
         return out
+
+    def is_valid_at(self, now: float) -> bool:
+        return self.computed_at <= now <= self.valid_until
 
 
 def fill(
@@ -229,7 +228,7 @@ def cached_fill(
     """
     cache = snapshot.fill_cache
     hit = cache.get(targets)
-    if hit is not None and hit.computed_at <= now <= hit.valid_until:
+    if hit is not None and hit.is_valid_at(now):
         return hit
     filled = fill(snapshot, targets, now, stale_s, caps)
     if len(cache) >= MAX_CACHED_TARGETS:

@@ -35,6 +35,8 @@ CAPS = {
 }
 
 Sources = dict[str, dict[str, Any]]
+_ALL_ASSUMED: Sources = dict.fromkeys(ENGINE_FIELDS, ASSUMED)  # in ENGINE_FIELDS order
+_ENGINE_SET = frozenset(ENGINE_FIELDS)
 
 
 class SnapshotSource(Protocol):
@@ -63,25 +65,23 @@ class RequestFiller:
     ) -> tuple[dict[str, int], Sources]:
         """The load fields to fill (the caller's values win) and where every load field came from.
 
-        Fields neither sent nor scraped are left to ``route_inputs``'s assumptions.
+        Fields neither sent nor scraped are left to ``route_inputs``'s assumptions. The values
+        dict may be the memoised one: read it, never change it.
         """
         targets = Targets(req.decode_target, req.colloc_target, req.prefill_target)
-        errors = target_errors(snapshot.fleet if snapshot is not None else None, targets)
-        if errors or snapshot is None:  # no snapshot: no engines, and errors says so
-            raise _refusal(errors, loc)
-        filled = cached_fill(snapshot, targets, now, self.stale_s, CAPS)
-        scraped = filled.sources(now)
-        values: dict[str, int] = {}
-        sources: Sources = {}
-        for name in ENGINE_FIELDS:
-            if getattr(req, name) is not None:
-                sources[name] = CALLER
-            elif name in scraped:
-                sources[name] = scraped[name]
-                values[name] = filled.values[name]
-            else:
-                sources[name] = ASSUMED
-        return values, sources
+        filled = snapshot.fill_cache.get(targets) if snapshot is not None else None
+        if filled is None or not filled.is_valid_at(now):
+            # Checked on a miss only: a cached fill exists only for targets this fleet serves.
+            errors = target_errors(snapshot.fleet if snapshot is not None else None, targets)
+            if errors or snapshot is None:  # no snapshot: no engines, and errors says so
+                raise _refusal(errors, loc)
+            filled = cached_fill(snapshot, targets, now, self.stale_s, CAPS)
+        sources: Sources = {**_ALL_ASSUMED, **filled.sources(now)}
+        sent = [name for name in req.model_fields_set & _ENGINE_SET if getattr(req, name) is not None]
+        if not sent:
+            return filled.values, sources
+        sources.update(dict.fromkeys(sent, CALLER))
+        return {k: v for k, v in filled.values.items() if k not in sent}, sources
 
 
 def _refusal(errors: list[tuple[str, str, str]], loc: tuple[str | int, ...]) -> ValidationError:
