@@ -38,6 +38,7 @@ def servers() -> Iterator[dict[str, EngineServer]]:
         "err500": EngineServer(vllm_text()),
         "slow": EngineServer(vllm_text()),
         "nan": EngineServer(vllm_text(running=(float("nan"), 1.0))),
+        "negative": EngineServer(sglang_text(queue=-4.0)),
     }
     started["err500"].status = 503
     started["slow"].delay_s = 2.0
@@ -47,7 +48,7 @@ def servers() -> Iterator[dict[str, EngineServer]]:
 
 
 def write_fleet(path: Path, servers: dict[str, EngineServer], mixed: tuple[str, ...]) -> Path:
-    kinds = {"p0": "sglang"}
+    kinds = {"p0": "sglang", "negative": "sglang"}
     fleet = {
         "pools": {
             "prefill": [{"id": "p0", "url": servers["p0"].url, "kind": "sglang"}],
@@ -58,7 +59,7 @@ def write_fleet(path: Path, servers: dict[str, EngineServer], mixed: tuple[str, 
     return path
 
 
-ALL_MIXED = ("m0", "garbage", "err500", "slow", "nan")
+ALL_MIXED = ("m0", "garbage", "err500", "slow", "nan", "negative")
 
 
 def make(path: Path, clock: FakeClock, registry: CollectorRegistry) -> EngineScraper:
@@ -94,11 +95,14 @@ def test_faults_are_counted_and_good_endpoints_still_read(
     assert readings["nan"].sample.running is None
     assert readings["nan"].sample.waiting == 3.0
     assert errors(registry, "nan", "vllm", "bad_value") == 1
-    assert registry.get_sample_value("pdroute_engine_fresh_endpoints", {"pool": "mixed"}) == 2
+    assert readings["negative"].sample.waiting is None  # a negative queue is refused
+    assert readings["negative"].sample.running == 9.0
+    assert errors(registry, "negative", "sglang", "bad_value") == 1
+    assert registry.get_sample_value("pdroute_engine_fresh_endpoints", {"pool": "mixed"}) == 3
     assert registry.get_sample_value("pdroute_engine_data_age_seconds", {"pool": "prefill"}) == 0.0
     assert registry.get_sample_value("pdroute_engine_data_age_seconds", {"pool": "decode"}) == float("inf")
     count = registry.get_sample_value("pdroute_engine_scrape_duration_seconds_count", {"kind": "vllm"})
-    assert count == len(ALL_MIXED)
+    assert count == len(ALL_MIXED) - 1  # the negative one is sglang
 
 
 def test_a_target_that_disappears_keeps_its_old_reading_until_it_returns(
