@@ -88,6 +88,13 @@ class EngineScraper:
         """Scrape rounds until cancelled; never raises (an unexpected error is logged)."""
         limits = httpx.Limits(max_connections=self.settings.concurrency, max_keepalive_connections=None)
         timeout = httpx.Timeout(self.settings.timeout_s)
+        log.info(
+            "scraping %d engine endpoints from %s every %g s (readings stale after %g s)",
+            len(self.fleet.endpoints),
+            self.path,
+            self.settings.interval_s,
+            self.settings.stale_s,
+        )
         async with httpx.AsyncClient(
             timeout=timeout, limits=limits, transport=self.transport, follow_redirects=False
         ) as client:
