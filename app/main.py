@@ -24,6 +24,8 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.calibration_state import calibration_from_settings
+from app.engines.request_fill import RequestFiller
+from app.engines.scraper import build_scraper
 from app.errors import install_error_handlers
 from app.grid_limit import GridLimit
 from app.metrics import Metrics
@@ -89,8 +91,10 @@ def create_app(
     *,
     registry: CollectorRegistry | None = None,
     clock: Callable[[], float] = time.time,
+    monotonic: Callable[[], float] = time.monotonic,
 ) -> FastAPI:
-    """Build the service. Loads and validates the params now: a bad file raises ``InvalidParams``."""
+    """Build the service. Loads and validates the params now: a bad file raises ``InvalidParams``
+    (and a bad engines file ``InvalidEngines``). ``monotonic`` times engine readings."""
     settings = settings if settings is not None else Settings()
     registry = registry if registry is not None else CollectorRegistry()
     # The *_created series double the scrape size and no dashboard or alert here uses them.
@@ -108,12 +112,16 @@ def create_app(
     if store.last_error is not None:  # started on the last good copy: count the refusal
         metrics.reloads.labels(trigger="startup", outcome="failure").inc()
 
+    scraper = build_scraper(settings, registry, monotonic)  # None unless PDROUTE_ENGINES_FILE is set
+    filler = RequestFiller(scraper, monotonic, settings.engines_stale_s)
+
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         has_sighup = install_sighup(store, metrics, clock)
         watcher = None
         if settings.watch_params:
             watcher = asyncio.create_task(watch_params_file(store, metrics, clock, settings.watch_interval_s))
+        scraping = asyncio.create_task(scraper.run()) if scraper is not None else None
         log.info(
             "serving params %s (%s on %s, %s) from %s with the %s model; break-even load %.3g; reload on %s",
             store.current.params_id,
@@ -137,10 +145,11 @@ def create_app(
         try:
             yield
         finally:
-            if watcher is not None:
-                watcher.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await watcher
+            for task in (watcher, scraping):
+                if task is not None:
+                    task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await task
             if has_sighup:
                 remove_sighup()
 
@@ -160,6 +169,7 @@ def create_app(
     app.state.metrics = metrics
     app.state.clock = clock
     app.state.registry = registry
+    app.state.scraper = scraper
     app.state.grid_limit = GridLimit(
         settings.max_concurrent_grids, metrics.grids_rejected, metrics.grids_in_progress
     )
@@ -170,10 +180,10 @@ def create_app(
     app.serve_endpoints(
         {
             "/route": route.RouteEndpoint(
-                store, metrics, settings, batch=False, calibration=served_calibration
+                store, metrics, settings, batch=False, calibration=served_calibration, filler=filler
             ),
             "/route/batch": route.RouteEndpoint(
-                store, metrics, settings, batch=True, calibration=served_calibration
+                store, metrics, settings, batch=True, calibration=served_calibration, filler=filler
             ),
         },
         route.openapi_paths(),

@@ -43,8 +43,16 @@ class RouteEncoder:
         self._flag_values = _tuple_getter(self.flags)
         self._term_values = _tuple_getter(self.terms)
 
-    def to_dict(self, b: Any, model: str, params_id: str, request_id: str | None) -> dict[str, Any]:
-        """The answer as a dict (JSON-ready: tuples serialise as arrays)."""
+    def to_dict(
+        self,
+        b: Any,
+        model: str,
+        params_id: str,
+        request_id: str | None,
+        input_sources: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """The answer as a dict (JSON-ready: tuples serialise as arrays); ``input_sources`` (where
+        each load input came from) is added when the request named an engine target."""
         answer: dict[str, Any] = {
             "decision": b.decision,
             "reason": b.reason,
@@ -58,11 +66,20 @@ class RouteEncoder:
         answer["breakdown"] = dict(zip(self.terms, self._term_values(b), strict=True))
         answer["params_id"] = params_id
         answer["request_id"] = request_id
+        if input_sources is not None:
+            answer["input_sources"] = input_sources
         return answer
 
-    def encode(self, b: Any, model: str, params_id: str, request_id: str | None) -> bytes:
+    def encode(
+        self,
+        b: Any,
+        model: str,
+        params_id: str,
+        request_id: str | None,
+        input_sources: dict[str, Any] | None = None,
+    ) -> bytes:
         """The answer as JSON bytes (pydantic-core's serialiser: many times ``json.dumps``'s speed)."""
-        return pydantic_core.to_json(self.to_dict(b, model, params_id, request_id))
+        return pydantic_core.to_json(self.to_dict(b, model, params_id, request_id, input_sources))
 
 
 def _tuple_getter(names: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:

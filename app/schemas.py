@@ -4,14 +4,23 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, get_type_hints
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, create_model, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    create_model,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
 
+from app.engines.config import ID_PATTERN as ENDPOINT_ID_PATTERN
 from app.route_codec import breakdown_terms
 
 # The limits live in the model core so that the gateway client enforces the same ones.
 from pdroute_core.bounds import (
     DEFAULT_CHUNK_SIZE,
-    DEFAULT_DECODE_BATCH_SIZE,
     MAX_BATCH_ITEMS,
     MAX_CHUNK,
     MAX_GPUS,
@@ -42,11 +51,23 @@ class RouteRequest(_Strict):
         Field(ge=1, le=MAX_OUTPUT_LEN, description="predicted output tokens; settings default if omitted"),
     ] = None
     system_load: Annotated[
-        int, Field(ge=0, le=MAX_LOAD, description="decodes running where the request would collocate")
-    ]
+        int | None,
+        Field(
+            ge=0,
+            le=MAX_LOAD,
+            description="decodes running where the request would collocate; required unless "
+            "decode_target or colloc_target is named (then filled from the engine's metrics)",
+        ),
+    ] = None
     decode_batch_size: Annotated[
-        int, Field(ge=0, le=MAX_LOAD, description="decode batch of the target decode GPU")
-    ] = DEFAULT_DECODE_BATCH_SIZE
+        int | None,
+        Field(
+            ge=0,
+            le=MAX_LOAD,
+            description="decode batch of the target decode GPU; filled from decode_target's metrics "
+            "when named, else 1 when omitted",
+        ),
+    ] = None
     chunk_size: Annotated[int, Field(ge=1, le=MAX_CHUNK, description="prefill chunk size")] = (
         DEFAULT_CHUNK_SIZE
     )
@@ -116,6 +137,45 @@ class RouteRequest(_Strict):
         ),
     ] = None
 
+    decode_target: Annotated[
+        str | None,
+        Field(
+            pattern=ENDPOINT_ID_PATTERN,
+            description="id of the decode GPU's engine (engines file, pool decode or mixed): its "
+            "latest metrics fill the load fields not sent",
+        ),
+    ] = None
+    colloc_target: Annotated[
+        str | None,
+        Field(
+            pattern=ENDPOINT_ID_PATTERN,
+            description="id of the engine where the request would collocate (default: decode_target "
+            "when it is in pool mixed)",
+        ),
+    ] = None
+    prefill_target: Annotated[
+        str | None,
+        Field(
+            pattern=ENDPOINT_ID_PATTERN,
+            description="id of the prefill engine it would be sent to (default: the whole prefill pool)",
+        ),
+    ] = None
+
+    @model_validator(mode="after")
+    def _load_or_target(self) -> RouteRequest:
+        if self.system_load is None and self.decode_target is None and self.colloc_target is None:
+            raise PydanticCustomError(
+                "missing",
+                "system_load: Field required (or name decode_target / colloc_target to fill it "
+                "from engine metrics)",
+            )
+        return self
+
+    @property
+    def names_target(self) -> bool:
+        """The request names an engine target: its missing load fields come from engine metrics."""
+        return not (self.decode_target is None and self.colloc_target is None and self.prefill_target is None)
+
     @field_validator("cached_prompt_tokens")
     @classmethod
     def _cached_within_prompt(cls, value: int | None, info: ValidationInfo) -> int | None:
@@ -137,6 +197,20 @@ DesignTerms = _terms_model(RouteBreakdown)
 QueueAwareTerms = _terms_model(QueueAwareBreakdown)
 
 
+class InputSource(BaseModel):
+    """Where one input of the decision came from."""
+
+    source: Literal["caller", "scrape", "assumed"] = Field(
+        description="caller: sent in the request; scrape: an engine's metrics; assumed: the model's default"
+    )
+    endpoint: str | None = Field(
+        default=None, description="scrape: the endpoint id, or pool:prefill for a sum over the prefill pool"
+    )
+    age_ms: float | None = Field(
+        default=None, description="scrape: age of the reading (ms; the oldest in a pool)"
+    )
+
+
 class RouteResponse(BaseModel):
     """One decision. ``breakdown`` holds the deciding model's own terms (ms unless named)."""
 
@@ -153,6 +227,11 @@ class RouteResponse(BaseModel):
     breakdown: DesignTerms | QueueAwareTerms  # type: ignore[valid-type]
     params_id: str
     request_id: str | None = None
+    input_sources: dict[str, InputSource] | None = Field(
+        default=None,
+        description="present when the request named an engine target: where each load input came "
+        "from (system_load, decode_batch_size and the queue/context fields)",
+    )
 
 
 class RouteBatchRequest(_Strict):

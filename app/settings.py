@@ -82,6 +82,27 @@ class Settings(BaseSettings):
         le=64,
         description="POST /plan/grid computations at once; beyond it 429 with Retry-After",
     )
+    engines_file: Path | None = Field(
+        default=None,
+        description="YAML/JSON fleet of engine /metrics endpoints that fill /route inputs; off when unset",
+    )
+    scrape_interval_s: float = Field(
+        default=0.25, gt=0, le=60, allow_inf_nan=False, description="seconds between engine scrape rounds"
+    )
+    scrape_timeout_s: float = Field(
+        default=0.5, gt=0, le=60, allow_inf_nan=False, description="per-endpoint scrape timeout (seconds)"
+    )
+    scrape_jitter: float = Field(
+        default=0.1, ge=0, lt=1, allow_inf_nan=False, description="scrape interval jitter, fraction each way"
+    )
+    scrape_concurrency: int = Field(default=32, ge=1, le=1024, description="engine scrapes in flight at once")
+    engines_stale_s: float = Field(
+        default=2.0,
+        gt=0,
+        le=3600,
+        allow_inf_nan=False,
+        description="an engine reading older than this (seconds) is never used: its fields count as missing",
+    )
 
     calibration_enabled: bool = Field(
         default=False,

@@ -1,6 +1,6 @@
 """``/route`` under ``wrk`` against a bare ASGI app, per decision model, plus in-process decisions/s.
 
-    .venv/bin/python -m bench.bench_route [--seconds 5] [--connections 64] [--rounds 2]
+    .venv/bin/python -m bench.bench_route [--seconds 5] [--connections 64] [--rounds 2] [--autofill]
 
 Needs ``wrk`` (``scripts/system-deps.sh`` installs Debian's). Both servers run under the same
 uvicorn settings as ``pdroute serve`` (one worker, loopback, its HTTP protocol with bounded
@@ -255,8 +255,23 @@ def main() -> None:
     ap.add_argument("--skip-http", action="store_true")
     ap.add_argument("--params", default=str(embedded_params_path()), help="params for the design model")
     ap.add_argument("--qa-params", help="params with the queue-aware forms (default: fitted now)")
+    ap.add_argument(
+        "--autofill",
+        action="store_true",
+        help="only the engine-metrics auto-fill comparison (bench.bench_autofill): bare, queue-aware "
+        "with every field sent, queue-aware naming endpoint ids",
+    )
     args = ap.parse_args()
     models = [m for m in args.models.split(",") if m]
+    if args.autofill:
+        from bench.bench_autofill import autofill_bench
+
+        if shutil.which("wrk") is None:
+            raise SystemExit("bench_route needs wrk: run scripts/system-deps.sh (Debian's wrk package)")
+        with tempfile.TemporaryDirectory() as tmp:
+            qa = args.qa_params or queue_aware_params(Path(tmp))
+            autofill_bench(qa, args.connections, args.seconds, args.rounds)
+        return
     with tempfile.TemporaryDirectory() as tmp:
         qa = args.qa_params or (queue_aware_params(Path(tmp)) if "queue-aware" in models else "")
         params = {"design": args.params, "queue-aware": qa}

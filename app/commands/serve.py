@@ -60,6 +60,10 @@ def run(args: argparse.Namespace) -> int:
     model = build_model(  # forms present?
         settings.model, params, harm_weight=settings.harm_weight, slo_margin=settings.slo_margin
     )
+    if settings.engines_file is not None:  # the engines file too (InvalidEngines: one line)
+        from app.engines.config import load_fleet
+
+        load_fleet(settings.engines_file)
     # Worker processes build their own app from the environment, so pass the choices there.
     os.environ["PDROUTE_PARAMS_PATH"] = str(settings.resolved_params_path())
     for key in ("host", "port", "workers", "log_level", "model"):

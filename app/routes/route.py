@@ -14,6 +14,9 @@ FastAPI's router and dependency solving are not on this path: they cost more tha
 
 from __future__ import annotations
 
+import dataclasses
+import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +26,8 @@ from pydantic.json_schema import JsonSchemaMode
 from starlette.types import Receive, Scope, Send
 
 from app.calibration_state import CalibrationState
+from app.engines.autofill import ASSUMED_DECODE_BATCH_SIZE, ASSUMED_SYSTEM_LOAD
+from app.engines.request_fill import RequestFiller, Sources
 from app.error_body import SCOPE_KEY, send_error
 from app.errors import status_for, validation_error_body
 from app.metrics import Metrics
@@ -59,15 +64,24 @@ class RouteDefaults:
         return cls(settings.default_output_len, settings.default_ttft_slo_ms, settings.default_tpot_slo_ms)
 
 
-def route_inputs(req: RouteRequest, defaults: RouteDefaults) -> RouteInputs:
-    """The model's inputs for one parsed request, the service's defaults applied."""
+def route_inputs(
+    req: RouteRequest, defaults: RouteDefaults, filled: Mapping[str, int] | None = None
+) -> RouteInputs:
+    """The model's inputs for one parsed request, the service's defaults applied.
+
+    ``filled`` (from engine metrics, ``app.engines.request_fill``) holds load fields the request
+    did not send: the request's own values always win, as ``RequestFiller`` only fills those.
+    """
     ttft = req.ttft_slo_ms
     tpot = req.tpot_slo_ms
-    return RouteInputs(
+    inputs = RouteInputs(
         prompt_len=req.prompt_len,
         predicted_output_len=req.predicted_output_len or defaults.output_len,
-        system_load=req.system_load,
-        decode_batch_size=req.decode_batch_size,
+        # None only when the request names an engine target: then filled, or assumed as here.
+        system_load=ASSUMED_SYSTEM_LOAD if req.system_load is None else req.system_load,
+        decode_batch_size=(
+            ASSUMED_DECODE_BATCH_SIZE if req.decode_batch_size is None else req.decode_batch_size
+        ),
         chunk_size=req.chunk_size,
         prefill_queue_requests=req.prefill_queue_requests,
         prefill_queue_tokens=req.prefill_queue_tokens,
@@ -81,6 +95,7 @@ def route_inputs(req: RouteRequest, defaults: RouteDefaults) -> RouteInputs:
         ttft_slo_ms=defaults.ttft_slo_ms if ttft is None else ttft,
         tpot_slo_ms=defaults.tpot_slo_ms if tpot is None else tpot,
     )
+    return dataclasses.replace(inputs, **filled) if filled else inputs
 
 
 def decide(model: DecisionModel, req: RouteRequest, defaults: RouteDefaults) -> tuple[RouteInputs, Any]:
@@ -97,7 +112,12 @@ def decide_batch(
 ) -> tuple[list[RouteInputs], list[Any]]:
     """Many decisions in order through the vectorised model (the same answers as ``decide``)."""
     inputs = [route_inputs(r, defaults) for r in reqs]
-    return inputs, model.decide_many(RouteColumns.from_inputs(inputs)).rows()
+    return inputs, decide_inputs(model, inputs)
+
+
+def decide_inputs(model: DecisionModel, inputs: list[RouteInputs]) -> list[Any]:
+    """The breakdowns of many requests' inputs, through the vectorised model."""
+    return model.decide_many(RouteColumns.from_inputs(inputs)).rows()
 
 
 def _errors(exc: ValidationError) -> list[dict[str, Any]]:
@@ -116,10 +136,13 @@ class RouteEndpoint:
         *,
         batch: bool,
         calibration: CalibrationState | None = None,
+        filler: RequestFiller | None = None,
     ) -> None:
         self.store = store
         # Only when calibration is enabled: with it off, the answer path is the same code as before.
         self.calibration = calibration
+        # Requests naming engine targets (decode_target, ...) are filled from the latest scrape.
+        self.filler = filler if filler is not None else RequestFiller(None, time.monotonic, 0.0)
         self.record = metrics.route_recorder()
         self.defaults = RouteDefaults.from_settings(settings)
         self.max_batch = settings.max_batch_requests
@@ -161,21 +184,34 @@ class RouteEndpoint:
             scope[SCOPE_KEY] = req.request_id  # an error answer from here on carries it
         snapshot = self.store.current
         model = snapshot.model
+        sources: Sources | None = None
+        if req.names_target:
+            engines, now = self.filler.current()
+            filled, sources = self.filler.fill(req, engines, now)
+            inputs = route_inputs(req, self.defaults, filled)
+        else:
+            inputs = route_inputs(req, self.defaults)
         if self.calibration is not None:
-            return self._answer_calibrated(req, snapshot.params_id, model, self.calibration)
-        inputs, b = decide(model, req, self.defaults)
+            return self._answer_calibrated(inputs, req, snapshot.params_id, model, self.calibration, sources)
+        b = model.decide(inputs)
         self.record(b, inputs)
-        return encoder_for(type(b)).encode(b, model.name, snapshot.params_id, req.request_id)
+        return encoder_for(type(b)).encode(b, model.name, snapshot.params_id, req.request_id, sources)
 
     def _answer_calibrated(
-        self, req: RouteRequest, params_id: str, model: DecisionModel, cal: CalibrationState
+        self,
+        inputs: RouteInputs,
+        req: RouteRequest,
+        params_id: str,
+        model: DecisionModel,
+        cal: CalibrationState,
+        sources: Sources | None,
     ) -> bytes:
         """The answer of the calibrated model, with ``calibration``: the corrections in force
         and the raw (uncalibrated) model's TTFT, TPOT and e2e of both paths."""
         served = cal.model_for(params_id, model)
-        inputs, b = decide(served, req, self.defaults)
+        b = served.decide(inputs)
         self.record(b, inputs)
-        body = encoder_for(type(b)).encode(b, served.name, params_id, req.request_id)
+        body = encoder_for(type(b)).encode(b, served.name, params_id, req.request_id, sources)
         if not isinstance(model, QueueAwareModel):
             return body  # only the queue-aware model is calibrated
         raw = b if served is model else model.decide(inputs)
@@ -207,12 +243,24 @@ class RouteEndpoint:
         cal = self.calibration
         if cal is not None:
             model = cal.model_for(snapshot.params_id, model)
+        engines, now = self.filler.current()
+        inputs: list[RouteInputs] = []
+        sources: list[Sources | None] = []
+        for i, req in enumerate(reqs):
+            if req.names_target:
+                filled, where = self.filler.fill(req, engines, now, ("requests", i))
+                inputs.append(route_inputs(req, self.defaults, filled))
+                sources.append(where)
+            else:
+                inputs.append(route_inputs(req, self.defaults))
+                sources.append(None)
         results = []
-        for req, one, b in zip(reqs, *decide_batch(model, reqs, self.defaults), strict=True):
+        for req, one, origin, b in zip(reqs, inputs, sources, decide_inputs(model, inputs), strict=True):
             self.record(b, one)
             if cal is not None and req.request_id is not None and isinstance(model, QueueAwareModel):
                 cal.remember(req.request_id, one, b.decision, b.chosen_ttft_ms, b.chosen_e2e_ms)
-            results.append(encoder_for(type(b)).to_dict(b, model.name, snapshot.params_id, req.request_id))
+            encoder = encoder_for(type(b))
+            results.append(encoder.to_dict(b, model.name, snapshot.params_id, req.request_id, origin))
         return pydantic_core.to_json({"results": results, "params_id": snapshot.params_id})
 
 

@@ -159,6 +159,22 @@ def test_serve_refuses_bad_params_with_one_line(tmp_path: Path, content: str | N
     assert str(path) in lines[0] and needle in lines[0]
 
 
+def test_serve_refuses_a_bad_engines_file_with_one_line(tmp_path: Path) -> None:
+    engines = tmp_path / "engines.yaml"
+    engines.write_text("pools:\n  decode:\n    - {id: d0, url: 'http://h:1/metrics', kind: tgi}\n")
+    r = subprocess.run(
+        [sys.executable, "-m", "app", "serve", "--port", "1"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PDROUTE_ENGINES_FILE": str(engines)},
+    )
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr
+    assert str(engines) in lines[0] and "pools.decode.0.kind" in lines[0]
+
+
 def test_serve_with_two_workers(serve_process: Callable[..., ServeProcess], tmp_path: Path) -> None:
     path = write_params(tmp_path / "params.json")
     proc = serve_process("--params", str(path), "--workers", "2")

@@ -199,7 +199,14 @@ def test_openapi_documents_route_bodies(live_server: LiveServer) -> None:
     spec = httpx.get(f"{live_server.url}/openapi.json").json()
     body = spec["paths"]["/route"]["post"]["requestBody"]["content"]["application/json"]["schema"]
     assert "prompt_len" in body["properties"]
-    assert set(body["required"]) == {"prompt_len", "system_load"}
+    # system_load is required unless an engine target is named: the body validator says so.
+    assert set(body["required"]) == {"prompt_len"}
+    assert "decode_target" in body["properties"]["system_load"]["description"]
+    for target in ("decode_target", "colloc_target", "prefill_target"):
+        assert "pattern" in body["properties"][target]["anyOf"][0]
+    answer = spec["paths"]["/route"]["post"]["responses"]["200"]["content"]["application/json"]["schema"]
+    sources = answer["properties"]["input_sources"]["anyOf"][0]["additionalProperties"]
+    assert sources["properties"]["source"]["enum"] == ["caller", "scrape", "assumed"]
 
 
 def test_encoding_is_derived_from_the_breakdown_and_valid_against_the_schema() -> None:
