@@ -63,6 +63,8 @@ class FieldBound:
 ROUTE_FIELDS: dict[str, FieldBound] = {
     "prompt_len": FieldBound("int", 1, MAX_PROMPT_LEN, required=True),
     "predicted_output_len": FieldBound("int", 1, MAX_OUTPUT_LEN),
+    # The service also takes a request without it that names an engine target to fill it from
+    # (app.engines); the client names none, so for the client it is required.
     "system_load": FieldBound("int", 0, MAX_LOAD, required=True),
     "decode_batch_size": FieldBound("int", 0, MAX_LOAD),
     "chunk_size": FieldBound("int", 1, MAX_CHUNK),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from app.schemas import RouteRequest
 from pdroute_core.bounds import ROUTE_FIELDS, FieldBound
@@ -33,7 +34,18 @@ def test_the_schema_enforces_the_table(name: str) -> None:
     assert value["maximum"] == bound.maximum
     key = "exclusiveMinimum" if bound.exclusive_min else "minimum"
     assert value[key] == bound.minimum
-    assert (name in RouteRequest.model_json_schema().get("required", [])) == bound.required
+    in_schema = name in RouteRequest.model_json_schema().get("required", [])
+    if name in TARGET_FILLED:
+        # Required unless the request names an engine target to fill it from: a model validator,
+        # not the JSON schema's list. The client names no targets, so it always requires it.
+        assert bound.required and not in_schema
+        with pytest.raises(ValidationError, match=name):
+            RouteRequest.model_validate({"prompt_len": 10})
+    else:
+        assert in_schema == bound.required
+
+
+TARGET_FILLED = {"system_load"}
 
 
 @pytest.mark.parametrize(
