@@ -62,7 +62,7 @@ def test_the_wheel_holds_exactly_the_two_packages(wheel: Path) -> None:
     assert "pdroute_core/routing/queue_aware.py" in names and "pdroute_client/py.typed" in names
     assert metadata["Name"] == "pdroute-client"
     requires = {r.split(">")[0].split("=")[0].strip() for r in metadata.get_all("Requires-Dist") or []}
-    assert requires == {"httpx", "numpy", "prometheus-client"}
+    assert requires == {"httpx", "numpy", "prometheus-client", "sniffio"}
 
 
 def test_it_installs_and_decides_without_the_service_packages(wheel: Path, tmp_path: Path) -> None:
