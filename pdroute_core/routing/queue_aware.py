@@ -721,7 +721,7 @@ def _first_max(
     plain maximum (ties hold equal values), with one the exact masked copy.
     """
     best_val = values[0]
-    has_nan = math.isnan(sum(float(np.add.reduce(v)) for v in values))  # a NaN makes its sum NaN
+    has_nan = any(math.isnan(np.maximum.reduce(v)) for v in values)  # a NaN is the maximum
     best.fill(0)
     for k, v in enumerate(values[1:], start=1):
         np.greater(v, best_val, out=better)
