@@ -395,7 +395,8 @@ class QueueAwareModel:
         Evaluated in blocks of ``BLOCK`` requests, so that the intermediate arrays stay in the
         CPU's cache (several times faster than whole-array passes on a million requests). Every
         intermediate has its own preallocated row of scratch (``_Scratch``) and every term is
-        written straight into its result array: a block allocates nothing.
+        written straight into its result array, so a block allocates little: the rows of an
+        idle GPU, one selection, and the defaults of a column reported for some requests only.
         """
         n = cols.num_requests
         terms = {name: np.empty(n) for name in _ARRAY_TERMS}
