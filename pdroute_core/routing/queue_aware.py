@@ -404,11 +404,11 @@ class QueueAwareModel:
         meets = np.empty(n, dtype=np.bool_)
         reason = np.empty(n, dtype=np.int64)
         # A column reported for every request is read as it is (no NaN to replace); a target
-        # column finite everywhere needs no "no target" case.
-        complete = frozenset(name for name, col in cols.optional.items() if not np.isnan(col).any())
-        bounded = frozenset(
-            name for name in ("ttft_slo_ms", "tpot_slo_ms") if np.isfinite(cols.optional[name]).all()
-        )
+        # column without NaN or +inf needs no "no target" case. A column's maximum is NaN when
+        # it holds one, and +inf when it holds that: one reduction per column.
+        top = {name: float(np.maximum.reduce(col)) if n else 0.0 for name, col in cols.optional.items()}
+        complete = frozenset(name for name, value in top.items() if not math.isnan(value))
+        bounded = frozenset(name for name in ("ttft_slo_ms", "tpot_slo_ms") if math.isfinite(top[name]))
         scratch = _Scratch(min(n, BLOCK))
         for start in range(0, n, BLOCK):
             end = min(start + BLOCK, n)
