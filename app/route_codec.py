@@ -22,6 +22,7 @@ from typing import Any
 import pydantic_core
 
 from pdroute_core.routing import term_names
+from pdroute_core.routing.types import HEAD_FIELDS
 
 # Terms shown beside the decision rather than under "breakdown": what a gateway acts on.
 TOP_LEVEL_TERMS = ("meets_slo",)
@@ -40,7 +41,7 @@ class RouteEncoder:
         self.flags = tuple(n for n in terms if n in TOP_LEVEL_TERMS)
         self.terms = breakdown_terms(breakdown_type)
         # One attrgetter per group: a tuple of values in one C call (a 1-tuple made explicit).
-        self._flag_values = _tuple_getter(self.flags)
+        self._head_values = _tuple_getter(HEAD_FIELDS)
         self._term_values = _tuple_getter(self.terms)
 
     def to_dict(
@@ -53,16 +54,17 @@ class RouteEncoder:
     ) -> dict[str, Any]:
         """The answer as a dict (JSON-ready: tuples serialise as arrays); ``input_sources`` (where
         each load input came from) is added when the request named an engine target."""
+        decision, reason, t_collocated_ms, t_disaggregated_ms, assumed = self._head_values(b)
         answer: dict[str, Any] = {
-            "decision": b.decision,
-            "reason": b.reason,
+            "decision": decision,
+            "reason": reason,
             "model": model,
-            "t_collocated_ms": b.t_collocated_ms,
-            "t_disaggregated_ms": b.t_disaggregated_ms,
-            "assumed": b.assumed,
+            "t_collocated_ms": t_collocated_ms,
+            "t_disaggregated_ms": t_disaggregated_ms,
+            "assumed": assumed,
         }
-        if self.flags:
-            answer.update(zip(self.flags, self._flag_values(b), strict=True))
+        for name in self.flags:
+            answer[name] = getattr(b, name)
         answer["breakdown"] = dict(zip(self.terms, self._term_values(b), strict=True))
         answer["params_id"] = params_id
         answer["request_id"] = request_id

@@ -148,6 +148,9 @@ class RouteEndpoint:
         self.max_batch = settings.max_batch_requests
         self.path = "/route/batch" if batch else "/route"
         self.answer = self._answer_batch if batch else self._answer
+        # The request model's own validator: what model_validate_json calls, without its
+        # keyword handling (a fifth of the parse of a /route body).
+        self._parse = RouteRequest.__pydantic_validator__.validate_json
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         scope["pdroute.handler"] = self.path  # the metrics label, as the router would set it
@@ -179,7 +182,7 @@ class RouteEndpoint:
         await send({"type": "http.response.body", "body": body})
 
     def _answer(self, raw: bytes, scope: Scope) -> bytes:
-        req = RouteRequest.model_validate_json(raw)
+        req: RouteRequest = self._parse(raw)
         if req.request_id is not None:
             scope[SCOPE_KEY] = req.request_id  # an error answer from here on carries it
         snapshot = self.store.current

@@ -26,7 +26,7 @@ from pdroute_core.routing import (
     default_model_name,
     term_names,
 )
-from pdroute_core.routing.queue_aware import REASONS
+from pdroute_core.routing.queue_aware import BLOCK, REASONS, _first_max
 from solver.errors import InvalidParams
 from tests.conftest import TEST_PARAMS
 
@@ -326,3 +326,63 @@ def test_design_only_columns_are_independent_arrays() -> None:
     cols = RouteColumns.design_only([10, 20], 5, 1)
     cols.optional["pending_prefill_tokens"][:] = 7.0
     assert all(np.isnan(v).all() for name, v in cols.optional.items() if name != "pending_prefill_tokens")
+
+
+def test_decide_many_equals_decide_across_blocks() -> None:
+    # More than one block, the last one short, reported and unreported inputs mixed per column:
+    # the scratch rows are reused from block to block and must carry nothing over.
+    rng = np.random.default_rng(7)
+    n = BLOCK + 37
+
+    def maybe(low: int, high: int) -> list[int | None]:
+        return [None if rng.random() < 0.2 else int(v) for v in rng.integers(low, high, n)]
+
+    optional: dict[str, list[Any]] = {
+        "prefill_queue_requests": maybe(0, 20),
+        "prefill_queue_tokens": maybe(0, 50_000),
+        "prefill_running_requests": maybe(0, 8),
+        "prefill_pool_gpus": maybe(1, 8),
+        "pending_prefill_tokens": maybe(0, 4096),
+        "decode_pending_prefill_tokens": maybe(0, 4096),
+        "colloc_context_tokens": maybe(0, 200_000),
+        "decode_context_tokens": maybe(0, 200_000),
+        "cached_prompt_tokens": maybe(0, 512),
+        "ttft_slo_ms": [None if v is None else float(v) for v in maybe(50, 3000)],
+        "tpot_slo_ms": [None if v is None else float(v) for v in maybe(5, 100)],
+    }
+    rows = [
+        RouteInputs(
+            int(rng.integers(1, 8192)),
+            int(rng.integers(1, 2048)),
+            int(rng.integers(0, 64)),
+            int(rng.integers(0, 64)),
+            int(rng.integers(1, 1024)),
+            **{name: values[i] for name, values in optional.items()},
+        )
+        for i in range(n)
+    ]
+    model = _model(0.25, chunk_ms_per_token_sq=1e-5, chunk_ms_per_token_seq=2e-5)
+    assert model.decide_many(RouteColumns.from_inputs(rows)).rows() == [model.decide(r) for r in rows]
+
+
+_any_float = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True), st.sampled_from([0.0, -0.0, 1.0, math.nan])
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(_any_float, _any_float, _any_float, _any_float), min_size=1, max_size=30))
+def test_first_max_is_decides_loop(rows: list[tuple[float, float, float, float]]) -> None:
+    # decide: a component replaces the best so far only when strictly greater (NaN never does).
+    expected = []
+    for diffs in rows:
+        best = 0
+        for k in range(1, 4):
+            if diffs[k] > diffs[best]:
+                best = k
+        expected.append(best)
+    values = tuple(np.array(column, dtype=np.float64) for column in zip(*rows, strict=True))
+    best_index = np.empty(len(rows), dtype=np.int64)
+    scratch = np.empty(len(rows), dtype=np.int64)
+    _first_max(values, best_index, np.empty(len(rows), dtype=np.bool_), scratch)
+    assert best_index.tolist() == expected
