@@ -564,6 +564,7 @@ class QueueAwareModel:
         # Disaggregated.
         self._prefill_into(L, t_prefill)
         np.greater(q, 0.0, out=mask)
+        t_ahead.fill(0.0)  # a scratch row holds any bits: T_P below must only see numbers
         np.divide(Q, q, out=t_ahead, where=mask)  # elsewhere replaced below
         self._prefill_into(t_ahead, t_ahead)
         np.logical_not(mask, out=mask)
