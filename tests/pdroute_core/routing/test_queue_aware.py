@@ -26,7 +26,8 @@ from pdroute_core.routing import (
     default_model_name,
     term_names,
 )
-from pdroute_core.routing.queue_aware import BLOCK, REASONS, _first_max
+from pdroute_core.routing.queue_aware import REASONS
+from pdroute_core.routing.queue_aware_block import BLOCK, _first_max
 from solver.errors import InvalidParams
 from tests.conftest import TEST_PARAMS
 
