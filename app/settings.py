@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from importlib import resources
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -15,6 +15,17 @@ from pdroute_core.routing.queue_aware import DEFAULT_HARM_WEIGHT, DEFAULT_SLO_MA
 def embedded_params_path() -> Path:
     """The default params shipped inside the package (Qwen3-8B on H100 SXM, vLLM, NVLink)."""
     return Path(str(resources.files("solver") / "data" / "params" / "default.json"))
+
+
+def _default_target_ms(metric: str) -> Any:
+    """The field of a service-wide ``metric`` target (ms, at most a day); unset: no target."""
+    return Field(
+        default=None,
+        gt=0,
+        le=86_400_000,
+        allow_inf_nan=False,
+        description=f"{metric} target (ms) applied to a /route request that gives none; none when unset",
+    )
 
 
 class Settings(BaseSettings):
@@ -60,20 +71,8 @@ class Settings(BaseSettings):
         allow_inf_nan=False,
         description="queue-aware: a path meets a target when predicted within (1 - margin) of it",
     )
-    default_ttft_slo_ms: float | None = Field(
-        default=None,
-        gt=0,
-        le=86_400_000,
-        allow_inf_nan=False,
-        description="TTFT target (ms) applied to a /route request that gives none; none when unset",
-    )
-    default_tpot_slo_ms: float | None = Field(
-        default=None,
-        gt=0,
-        le=86_400_000,
-        allow_inf_nan=False,
-        description="TPOT target (ms) applied to a /route request that gives none; none when unset",
-    )
+    default_ttft_slo_ms: float | None = _default_target_ms("TTFT")
+    default_tpot_slo_ms: float | None = _default_target_ms("TPOT")
     watch_params: bool = Field(default=True, description="reload when the params file changes on disk")
     watch_interval_s: float = Field(default=2.0, gt=0, le=3600)
     max_concurrent_grids: int = Field(

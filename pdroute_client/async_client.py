@@ -20,15 +20,16 @@ from types import TracebackType
 import httpx
 from prometheus_client import CollectorRegistry
 
-from pdroute_client.answer import Answer, Cause
-from pdroute_client.breaker import BreakerConfig, State
-from pdroute_client.served import ServedParams
+from pdroute_client.answer import Answer
+from pdroute_client.breaker import BreakerConfig
+from pdroute_client.call import RemoteCall
+from pdroute_client.client_base import ClientBase, pool_limits
 from pdroute_client.static import StaticFallback
 from pdroute_client.sync_client import DEFAULT_BATCH_DEADLINE_S, DEFAULT_DEADLINE_S, MIN_REFRESH_GAP_S
-from pdroute_client.tiers import QueryLike, Tiers, as_queries, as_query, cause_of, check_deadline
+from pdroute_client.tiers import QueryLike, Tiers
 
 
-class AsyncClient:
+class AsyncClient(ClientBase):
     """The async twin of ``Client``: the same tiers, breaker and metrics, one event loop."""
 
     def __init__(
@@ -46,17 +47,14 @@ class AsyncClient:
         max_connections: int = 64,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
-        self.deadline_s = check_deadline(deadline_s)
-        self.batch_deadline_s = check_deadline(batch_deadline_s)
-        self.refresh_interval_s = refresh_interval_s
-        self.refresh_timeout_s = refresh_timeout_s
+        super().__init__(deadline_s, batch_deadline_s, refresh_interval_s, refresh_timeout_s)
         self._wake = asyncio.Event()
         self._has_params = asyncio.Event()
         self._tiers = Tiers(fallback or StaticFallback(), breaker, registry, clock, self._wake.set)
         self._http = httpx.AsyncClient(
             base_url=base_url,
             timeout=httpx.Timeout(self.deadline_s),
-            limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections),
+            limits=pool_limits(max_connections),
             transport=transport,
         )
         self._task: asyncio.Task[None] | None = None
@@ -89,64 +87,25 @@ class AsyncClient:
 
     async def route(self, query: QueryLike, *, deadline_s: float | None = None) -> Answer:
         """One decision (``POST /route``, else the local tier, else the static fallback)."""
-        q = as_query(query)
-        deadline = self.deadline_s if deadline_s is None else check_deadline(deadline_s)
-        started = time.perf_counter()
-        tiers = self._tiers
-        if not tiers.breaker.allow():
-            answer = tiers.fallback_answer(q, Cause.BREAKER_OPEN)
-        else:
-            try:
-                async with asyncio.timeout(deadline):
-                    response = await self._http.post("/route", json=q.body(), timeout=deadline)
-                answer = tiers.remote_answer(response)
-                cause = Cause.OK
-            except Exception as exc:  # never raise for the service: any failure falls back
-                cause = cause_of(exc)
-            tiers.record_remote(cause, started)
-            if cause != Cause.OK:
-                answer = tiers.fallback_answer(q, cause)
-        tiers.done((answer,), started)
-        return answer
+        call = RemoteCall.single(self._tiers, query, deadline_s, self.deadline_s)
+        return call.finish(await self._send(call) if call.is_allowed else None)[0]
 
     async def route_batch(
         self, queries: Sequence[QueryLike], *, deadline_s: float | None = None
     ) -> list[Answer]:
         """Many decisions in order (``POST /route/batch``, else locally); every answer has a tier."""
-        qs = as_queries(queries)
-        deadline = self.batch_deadline_s if deadline_s is None else check_deadline(deadline_s)
-        started = time.perf_counter()
-        tiers = self._tiers
-        if not tiers.breaker.allow():
-            answers = tiers.fallback_answers(qs, Cause.BREAKER_OPEN)
-        else:
-            try:
-                body = {"requests": [q.body() for q in qs]}
-                async with asyncio.timeout(deadline):
-                    response = await self._http.post("/route/batch", json=body, timeout=deadline)
-                answers = tiers.remote_answers(response, len(qs))
-                cause = Cause.OK
-            except Exception as exc:
-                cause = cause_of(exc)
-            tiers.record_remote(cause, started)
-            if cause != Cause.OK:
-                answers = tiers.fallback_answers(qs, cause)
-        tiers.done(answers, started)
-        return answers
+        call = RemoteCall.batch(self._tiers, queries, deadline_s, self.batch_deadline_s)
+        return call.finish(await self._send(call) if call.is_allowed else None)
+
+    async def _send(self, call: RemoteCall) -> httpx.Response | Exception:
+        """The service's response, or what failed (the whole send bounded by the deadline)."""
+        try:
+            async with asyncio.timeout(call.deadline_s):
+                return await self._http.post(call.path, json=call.body(), timeout=call.deadline_s)
+        except Exception as exc:  # never raise for the service: any failure falls back
+            return exc
 
     # Params --------------------------------------------------------------------------------
-
-    @property
-    def params(self) -> ServedParams | None:
-        return self._tiers.served
-
-    @property
-    def breaker_state(self) -> State:
-        return self._tiers.breaker.state
-
-    @property
-    def metrics_registry(self) -> CollectorRegistry:
-        return self._tiers.metrics.registry
 
     async def wait_for_params(self, timeout_s: float) -> bool:
         """Wait until the local tier has params (or ``timeout_s``); whether it has them."""

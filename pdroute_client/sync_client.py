@@ -24,18 +24,19 @@ from types import TracebackType
 import httpx
 from prometheus_client import CollectorRegistry
 
-from pdroute_client.answer import Answer, Cause
-from pdroute_client.breaker import BreakerConfig, State
-from pdroute_client.served import ServedParams
+from pdroute_client.answer import Answer
+from pdroute_client.breaker import BreakerConfig
+from pdroute_client.call import RemoteCall
+from pdroute_client.client_base import ClientBase, pool_limits
 from pdroute_client.static import StaticFallback
-from pdroute_client.tiers import QueryLike, Tiers, as_queries, as_query, cause_of, check_deadline
+from pdroute_client.tiers import QueryLike, Tiers
 
 DEFAULT_DEADLINE_S = 0.020
 DEFAULT_BATCH_DEADLINE_S = 0.200
 MIN_REFRESH_GAP_S = 0.25
 
 
-class Client:
+class Client(ClientBase):
     """Decides through the service, else locally, else statically; never raises for a failure of
     the service. Raises ``InvalidArgument`` for a request the service would refuse.
 
@@ -58,10 +59,7 @@ class Client:
         transport: httpx.BaseTransport | None = None,
         start: bool = True,
     ) -> None:
-        self.deadline_s = check_deadline(deadline_s)
-        self.batch_deadline_s = check_deadline(batch_deadline_s)
-        self.refresh_interval_s = refresh_interval_s
-        self.refresh_timeout_s = refresh_timeout_s
+        super().__init__(deadline_s, batch_deadline_s, refresh_interval_s, refresh_timeout_s)
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._has_params = threading.Event()
@@ -69,7 +67,7 @@ class Client:
         self._http = httpx.Client(
             base_url=base_url,
             timeout=httpx.Timeout(self.deadline_s),
-            limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections),
+            limits=pool_limits(max_connections),
             transport=transport,  # None: httpx's default, which never retries
         )
         self._thread: threading.Thread | None = None
@@ -103,65 +101,25 @@ class Client:
 
     def route(self, query: QueryLike, *, deadline_s: float | None = None) -> Answer:
         """One decision (``POST /route``, else the local tier, else the static fallback)."""
-        q = as_query(query)
-        deadline = self.deadline_s if deadline_s is None else check_deadline(deadline_s)
-        started = time.perf_counter()
-        tiers = self._tiers
-        if not tiers.breaker.allow():
-            answer = tiers.fallback_answer(q, Cause.BREAKER_OPEN)
-        else:
-            try:
-                response = self._http.post("/route", json=q.body(), timeout=deadline)
-                if time.perf_counter() - started > deadline:
-                    raise TimeoutError("answered after the deadline")
-                answer = tiers.remote_answer(response)
-                cause = Cause.OK
-            except Exception as exc:  # never raise for the service: any failure falls back
-                cause = cause_of(exc)
-            tiers.record_remote(cause, started)
-            if cause != Cause.OK:
-                answer = tiers.fallback_answer(q, cause)
-        tiers.done((answer,), started)
-        return answer
+        call = RemoteCall.single(self._tiers, query, deadline_s, self.deadline_s)
+        return call.finish(self._send(call) if call.is_allowed else None)[0]
 
     def route_batch(self, queries: Sequence[QueryLike], *, deadline_s: float | None = None) -> list[Answer]:
         """Many decisions in order (``POST /route/batch``, else locally); every answer has a tier."""
-        qs = as_queries(queries)
-        deadline = self.batch_deadline_s if deadline_s is None else check_deadline(deadline_s)
-        started = time.perf_counter()
-        tiers = self._tiers
-        if not tiers.breaker.allow():
-            answers = tiers.fallback_answers(qs, Cause.BREAKER_OPEN)
-        else:
-            try:
-                body = {"requests": [q.body() for q in qs]}
-                response = self._http.post("/route/batch", json=body, timeout=deadline)
-                if time.perf_counter() - started > deadline:
-                    raise TimeoutError("answered after the deadline")
-                answers = tiers.remote_answers(response, len(qs))
-                cause = Cause.OK
-            except Exception as exc:
-                cause = cause_of(exc)
-            tiers.record_remote(cause, started)
-            if cause != Cause.OK:
-                answers = tiers.fallback_answers(qs, cause)
-        tiers.done(answers, started)
-        return answers
+        call = RemoteCall.batch(self._tiers, queries, deadline_s, self.batch_deadline_s)
+        return call.finish(self._send(call) if call.is_allowed else None)
+
+    def _send(self, call: RemoteCall) -> httpx.Response | Exception:
+        """The service's response, or what failed (an answer after the deadline is a timeout)."""
+        try:
+            response = self._http.post(call.path, json=call.body(), timeout=call.deadline_s)
+        except Exception as exc:  # never raise for the service: any failure falls back
+            return exc
+        if call.is_late():
+            return TimeoutError("answered after the deadline")
+        return response
 
     # Params --------------------------------------------------------------------------------
-
-    @property
-    def params(self) -> ServedParams | None:
-        """The params the local tier decides with (``None`` before the first fetch succeeds)."""
-        return self._tiers.served
-
-    @property
-    def breaker_state(self) -> State:
-        return self._tiers.breaker.state
-
-    @property
-    def metrics_registry(self) -> CollectorRegistry:
-        return self._tiers.metrics.registry
 
     def wait_for_params(self, timeout_s: float) -> bool:
         """Block until the local tier has params (or ``timeout_s``); whether it has them."""

@@ -31,20 +31,10 @@ from typing import Any
 
 from app.engines.config import Fleet, PoolName
 from app.engines.sample import EngineSample
+from pdroute_core.routing.types import OPTIONAL_LOAD_INPUTS
 
 # The load inputs a scrape can fill, in the order the answer lists their sources.
-ENGINE_FIELDS = (
-    "system_load",
-    "decode_batch_size",
-    "prefill_queue_requests",
-    "prefill_queue_tokens",
-    "prefill_running_requests",
-    "prefill_pool_gpus",
-    "pending_prefill_tokens",
-    "decode_pending_prefill_tokens",
-    "colloc_context_tokens",
-    "decode_context_tokens",
-)
+ENGINE_FIELDS = ("system_load", "decode_batch_size", *OPTIONAL_LOAD_INPUTS)
 # What the service assumes for the two design inputs when neither the caller nor a fresh
 # scrape gives them: an idle collocation GPU (as the queue-aware model assumes empty queues)
 # and RouteInputs' own default decode batch.

@@ -6,10 +6,9 @@ answers 422 with the reason, and the old params keep serving.
 
 from __future__ import annotations
 
-import hmac
-
 from fastapi import APIRouter, Header, HTTPException
 
+from app.bearer import require_bearer
 from app.deps import ClockDep, MetricsDep, SettingsDep, StoreDep
 from app.reload import reload_params
 from app.schemas import ReloadResponse
@@ -27,13 +26,7 @@ def admin_reload(
 ) -> ReloadResponse:
     if settings.admin_token is None:
         raise HTTPException(403, "admin API disabled: set PDROUTE_ADMIN_TOKEN to enable /admin/reload")
-    expected = f"Bearer {settings.admin_token.get_secret_value()}"
-    if authorization is None or not hmac.compare_digest(authorization.encode(), expected.encode()):
-        raise HTTPException(
-            401,
-            "authorization: a valid 'Bearer <token>' header is required",
-            headers={"WWW-Authenticate": "Bearer"},
-        )
+    require_bearer(settings.admin_token, authorization)
     previous = store.current.params_id
     loaded = reload_params(store, metrics, clock, "admin")  # InvalidParams -> 422 (app.errors)
     return ReloadResponse(

@@ -9,11 +9,12 @@ the sender cannot fix it by retrying, and nothing else of the batch is lost.
 
 from __future__ import annotations
 
-import hmac
+from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Header, HTTPException, Request
 
+from app.bearer import require_bearer
 from app.calibration_state import CalibrationState, Observed
 from app.deps import MetricsDep, SettingsDep, StoreDep
 from app.metrics import Metrics
@@ -30,7 +31,26 @@ async def _calibration(request: Request) -> CalibrationState:
     return state
 
 
-CalibrationDep = Annotated[CalibrationState, Depends(_calibration)]
+@dataclass(frozen=True)
+class _Feedback:
+    """What a feedback handler works with (the app's injected objects)."""
+
+    cal: CalibrationState
+    store: ParamsStore
+    settings: Settings
+    metrics: Metrics
+
+
+async def _feedback(
+    cal: Annotated[CalibrationState, Depends(_calibration)],
+    store: StoreDep,
+    settings: SettingsDep,
+    metrics: MetricsDep,
+) -> _Feedback:
+    return _Feedback(cal, store, settings, metrics)
+
+
+FeedbackDep = Annotated[_Feedback, Depends(_feedback)]
 
 
 def _authorize(settings: Settings, authorization: str | None) -> None:
@@ -38,23 +58,15 @@ def _authorize(settings: Settings, authorization: str | None) -> None:
         raise HTTPException(
             409, "calibration is off: set PDROUTE_CALIBRATION_ENABLED=true to accept feedback"
         )
-    if settings.admin_token is None:
-        return
-    expected = f"Bearer {settings.admin_token.get_secret_value()}"
-    if authorization is None or not hmac.compare_digest(authorization.encode(), expected.encode()):
-        raise HTTPException(
-            401,
-            "authorization: a valid 'Bearer <token>' header is required",
-            headers={"WWW-Authenticate": "Bearer"},
-        )
+    if settings.admin_token is not None:
+        require_bearer(settings.admin_token, authorization)
 
 
-def _apply(
-    items: list[FeedbackItem], cal: CalibrationState, store: ParamsStore, settings: Settings, metrics: Metrics
-) -> FeedbackResponse:
-    snapshot = store.current
+def _apply(items: list[FeedbackItem], deps: _Feedback) -> FeedbackResponse:
+    cal, metrics = deps.cal, deps.metrics
+    snapshot = deps.store.current
     cal.model_for(snapshot.params_id, snapshot.model)  # the served params, adopted (or reset) now
-    defaults = RouteDefaults.from_settings(settings)
+    defaults = RouteDefaults.from_settings(deps.settings)
     unknown: list[str] = []
     counts = {"accepted": 0, "not_calibrated": 0}
     for item in items:
@@ -77,29 +89,18 @@ def _apply(
 
 @router.post("/feedback", response_model=FeedbackResponse, status_code=202)
 def post_feedback(
-    item: FeedbackItem,
-    cal: CalibrationDep,
-    store: StoreDep,
-    settings: SettingsDep,
-    metrics: MetricsDep,
-    authorization: str | None = Header(default=None),
+    item: FeedbackItem, deps: FeedbackDep, authorization: str | None = Header(default=None)
 ) -> FeedbackResponse:
-    _authorize(settings, authorization)
-    return _apply([item], cal, store, settings, metrics)
+    _authorize(deps.settings, authorization)
+    return _apply([item], deps)
 
 
 @router.post("/feedback/batch", response_model=FeedbackResponse, status_code=202)
 def post_feedback_batch(
-    batch: FeedbackBatch,
-    cal: CalibrationDep,
-    store: StoreDep,
-    settings: SettingsDep,
-    metrics: MetricsDep,
-    authorization: str | None = Header(default=None),
+    batch: FeedbackBatch, deps: FeedbackDep, authorization: str | None = Header(default=None)
 ) -> FeedbackResponse:
-    _authorize(settings, authorization)
-    if len(batch.items) > settings.max_feedback_items:
-        raise HTTPException(
-            422, f"items: {len(batch.items)} items is over the limit of {settings.max_feedback_items}"
-        )
-    return _apply(batch.items, cal, store, settings, metrics)
+    _authorize(deps.settings, authorization)
+    limit = deps.settings.max_feedback_items
+    if len(batch.items) > limit:
+        raise HTTPException(422, f"items: {len(batch.items)} items is over the limit of {limit}")
+    return _apply(batch.items, deps)

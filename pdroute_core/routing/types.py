@@ -32,8 +32,8 @@ FloatArray = npt.NDArray[np.float64]
 # Fields every breakdown starts with, in this order; the rest are the model's own terms.
 HEAD_FIELDS = ("decision", "reason", "t_collocated_ms", "t_disaggregated_ms", "assumed")
 
-# The inputs beyond the design's: each may be missing; a model states what it assumes then.
-OPTIONAL_INPUTS = (
+# The optional inputs that describe the engines' load (a scrape of the engines can report them).
+OPTIONAL_LOAD_INPUTS = (
     "prefill_queue_requests",
     "prefill_queue_tokens",
     "prefill_running_requests",
@@ -42,10 +42,9 @@ OPTIONAL_INPUTS = (
     "decode_pending_prefill_tokens",
     "colloc_context_tokens",
     "decode_context_tokens",
-    "cached_prompt_tokens",
-    "ttft_slo_ms",
-    "tpot_slo_ms",
 )
+# The inputs beyond the design's: each may be missing; a model states what it assumes then.
+OPTIONAL_INPUTS = (*OPTIONAL_LOAD_INPUTS, "cached_prompt_tokens", "ttft_slo_ms", "tpot_slo_ms")
 
 
 @dataclass(frozen=True, slots=True)

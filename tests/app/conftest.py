@@ -24,6 +24,7 @@ import pytest
 import uvicorn
 from fastapi import FastAPI
 from prometheus_client import CollectorRegistry
+from starlette.types import ASGIApp
 
 from app.main import create_app
 from app.settings import Settings
@@ -47,10 +48,25 @@ class LiveServer:
         return httpx.Client(base_url=self.url, timeout=10.0, **kwargs)
 
 
-def start_server(app: FastAPI) -> tuple[uvicorn.Server, threading.Thread, str]:
+@dataclass
+class Running:
+    """A uvicorn server in a thread of this process."""
+
+    url: str
+    server: uvicorn.Server
+    thread: threading.Thread
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
+
+
+def start_server(app: ASGIApp, **config: Any) -> Running:
+    """Run ``app`` under uvicorn on a free loopback port (``config``: more ``uvicorn.Config`` options)."""
     port = free_port()
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
-    server = uvicorn.Server(config)
+    server = uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", access_log=False, **config)
+    )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 10
@@ -58,25 +74,24 @@ def start_server(app: FastAPI) -> tuple[uvicorn.Server, threading.Thread, str]:
         if time.monotonic() > deadline or not thread.is_alive():
             raise RuntimeError("uvicorn did not start")
         time.sleep(0.01)
-    return server, thread, f"http://127.0.0.1:{port}"
+    return Running(f"http://127.0.0.1:{port}", server, thread)
 
 
 @pytest.fixture
 def make_server() -> Iterator[Callable[..., LiveServer]]:
     """Start ``create_app(Settings(**settings))`` on a free loopback port; stopped at teardown."""
-    running: list[tuple[uvicorn.Server, threading.Thread]] = []
+    running: list[Running] = []
 
     def _make(clock: Callable[[], float] = time.time, **settings: Any) -> LiveServer:
         registry = CollectorRegistry()
         app = create_app(Settings(**settings), registry=registry, clock=clock)
-        server, thread, url = start_server(app)
-        running.append((server, thread))
-        return LiveServer(app, url, registry)
+        handle = start_server(app)
+        running.append(handle)
+        return LiveServer(app, handle.url, registry)
 
     yield _make
-    for server, thread in running:
-        server.should_exit = True
-        thread.join(timeout=10)
+    for handle in running:
+        handle.stop()
 
 
 @pytest.fixture

@@ -8,21 +8,17 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
-import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-import uvicorn
 from prometheus_client import CollectorRegistry
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.main import create_app
 from app.settings import Settings
-from tests.app.conftest import free_port
+from tests.app.conftest import Running, free_port, start_server
 
 
 def nowhere() -> str:
@@ -30,41 +26,13 @@ def nowhere() -> str:
     return f"http://127.0.0.1:{free_port()}"
 
 
-@dataclass
-class Running:
-    url: str
-    server: uvicorn.Server
-    thread: threading.Thread
-
-    def stop(self) -> None:
-        self.server.should_exit = True
-        self.thread.join(timeout=10)
-
-
 @pytest.fixture
 def serve() -> Iterator[Callable[[ASGIApp], Running]]:
+    """Run an ASGI app on loopback (a short graceful shutdown: ``stop()`` mid-test); stopped at teardown."""
     running: list[Running] = []
 
     def _serve(app: ASGIApp) -> Running:
-        port = free_port()
-        config = uvicorn.Config(
-            app,
-            host="127.0.0.1",
-            port=port,
-            log_level="warning",
-            access_log=False,
-            lifespan="auto",
-            timeout_graceful_shutdown=1,
-        )
-        server = uvicorn.Server(config)
-        thread = threading.Thread(target=server.run, daemon=True)
-        thread.start()
-        deadline = time.monotonic() + 10
-        while not server.started:
-            if time.monotonic() > deadline or not thread.is_alive():
-                raise RuntimeError("uvicorn did not start")
-            time.sleep(0.01)
-        handle = Running(f"http://127.0.0.1:{port}", server, thread)
+        handle = start_server(app, timeout_graceful_shutdown=1)
         running.append(handle)
         return handle
 

@@ -13,7 +13,8 @@ from prometheus_client import CollectorRegistry
 from app.main import create_app
 from app.settings import Settings
 from pdroute_client import AsyncClient, InvalidArgument
-from tests.pdroute_client.conftest import Running, Slow, nowhere
+from tests.app.conftest import Running
+from tests.pdroute_client.conftest import Slow, nowhere
 from tests.pdroute_client.test_sync_client import QUERIES, same
 
 

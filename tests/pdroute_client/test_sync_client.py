@@ -15,8 +15,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from app.main import create_app
 from app.settings import Settings
 from pdroute_client import BreakerConfig, Client, InvalidArgument, RouteQuery, StaticFallback
+from tests.app.conftest import Running
 from tests.conftest import TEST_QUEUE_AWARE, write_params
-from tests.pdroute_client.conftest import Running, Slow, fixed, nowhere
+from tests.pdroute_client.conftest import Slow, fixed, nowhere
 
 QUERIES = [
     RouteQuery(prompt_len=4096, system_load=24),

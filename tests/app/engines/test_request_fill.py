@@ -85,10 +85,9 @@ def service(
         scrape_timeout_s=0.5,
         engines_stale_s=2.0,
     )
-    server, thread, url = start_server(create_app(settings, registry=registry, monotonic=clock))
-    yield Service(url, registry, clock)
-    server.should_exit = True
-    thread.join(timeout=10)
+    running = start_server(create_app(settings, registry=registry, monotonic=clock))
+    yield Service(running.url, registry, clock)
+    running.stop()
 
 
 NAMES_ONLY = {"prompt_len": 2048, "predicted_output_len": 200, "decode_target": "m0"}

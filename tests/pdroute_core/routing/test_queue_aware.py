@@ -24,9 +24,11 @@ from pdroute_core.routing import (
     all_reasons,
     build_model,
     default_model_name,
+    queue_aware_block,
     term_names,
 )
-from pdroute_core.routing.queue_aware import BLOCK, REASONS, _first_max
+from pdroute_core.routing.queue_aware import REASONS
+from pdroute_core.routing.queue_aware_block import BLOCK, _first_max
 from solver.errors import InvalidParams
 from tests.conftest import TEST_PARAMS
 
@@ -328,9 +330,20 @@ def test_design_only_columns_are_independent_arrays() -> None:
     assert all(np.isnan(v).all() for name, v in cols.optional.items() if name != "pending_prefill_tokens")
 
 
-def test_decide_many_equals_decide_across_blocks() -> None:
+@pytest.mark.parametrize("poisoned", [False, True])
+def test_decide_many_equals_decide_across_blocks(poisoned: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     # More than one block, the last one short, reported and unreported inputs mixed per column:
-    # the scratch rows are reused from block to block and must carry nothing over.
+    # the scratch rows are reused from block to block and must carry nothing over. Poisoned:
+    # every scratch float starts as a signalling NaN (what np.empty may hand back), and no
+    # operation may read one (numpy would warn "invalid value", an error under pytest here).
+    if poisoned:
+        plain_init = queue_aware_block._Scratch.__init__
+
+        def poisoned_init(self: Any, size: int) -> None:
+            plain_init(self, size)
+            self.floats.view(np.uint64).fill(0x7FF0000000000001)
+
+        monkeypatch.setattr(queue_aware_block._Scratch, "__init__", poisoned_init)
     rng = np.random.default_rng(7)
     n = BLOCK + 37
 
