@@ -176,7 +176,8 @@ def red_line(panel: dict[str, Any]) -> float:
 
 
 def panel_reading(dashboard: dict[str, Any], metric: str) -> dict[str, Any]:
-    (panel,) = [p for p in dashboard["panels"] if p["type"] != "row" and metric in panel_metrics(p)]
+    panels: list[dict[str, Any]] = dashboard["panels"]
+    (panel,) = [p for p in panels if p["type"] != "row" and metric in panel_metrics(p)]
     return panel
 
 
