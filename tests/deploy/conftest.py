@@ -6,6 +6,7 @@ that is absent skips and names it. scripts/system-deps.sh installs promtool and 
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -46,7 +47,7 @@ def require_tool(name: str) -> str:
 
 
 def render(kustomization: str) -> list[dict[str, Any]]:
-    """``kubectl kustomize deploy/<kustomization>`` as a list of objects."""
+    """``kubectl kustomize deploy/<kustomization>`` (or an absolute path) as a list of objects."""
     kubectl = require_tool("kubectl")
     out = subprocess.run(
         [kubectl, "kustomize", str(DEPLOY / kustomization)],
@@ -56,6 +57,26 @@ def render(kustomization: str) -> list[dict[str, Any]]:
     )
     assert out.returncode == 0, f"kubectl kustomize {kustomization} failed: {out.stderr}"
     return [doc for doc in yaml.safe_load_all(out.stdout) if doc]
+
+
+def compose(where: Path, resources: tuple[str, ...], components: tuple[str, ...]) -> str:
+    """An overlay in ``where`` of deploy/ ``resources`` plus deploy/ ``components``; its path for ``render``.
+
+    kustomize takes relative paths only, so each is written relative to ``where``.
+    """
+    where.mkdir(parents=True, exist_ok=True)
+
+    def rel(paths: tuple[str, ...]) -> list[str]:
+        return [os.path.relpath(DEPLOY / p, where) for p in paths]
+
+    doc = {
+        "apiVersion": "kustomize.config.k8s.io/v1beta1",
+        "kind": "Kustomization",
+        "resources": rel(resources),
+        "components": rel(components),
+    }
+    (where / "kustomization.yaml").write_text(yaml.safe_dump(doc))
+    return str(where)  # absolute: DEPLOY / it is itself
 
 
 def find(objects: list[dict[str, Any]], kind: str, name: str | None = None) -> dict[str, Any]:

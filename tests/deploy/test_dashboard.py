@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.deploy.conftest import DASHBOARD, find, render
+from app.settings import Settings
+from tests.deploy.conftest import DASHBOARD, RULES_FILE, find, load_yaml, render
 from tests.deploy.promql import dashboard_expressions, metric_names
 
 
@@ -26,6 +28,11 @@ def test_panels_are_well_formed(dashboard: dict[str, Any]) -> None:
     variables = {v["name"] for v in dashboard["templating"]["list"]}
     assert "datasource" in variables
     for p in panels:
+        if p["type"] == "row":
+            # A row header spans the width; its panels follow it (inside it only when collapsed).
+            assert p["title"] and p["gridPos"]["x"] == 0 and p["gridPos"]["w"] == 24, p["title"]
+            assert "targets" not in p, p["title"]
+            continue
         # Every panel and target reads the datasource variable, so the import works anywhere.
         assert p["datasource"] == {"type": "prometheus", "uid": "${datasource}"}, p["title"]
         assert p["targets"], p["title"]
@@ -60,6 +67,14 @@ def test_panels_do_not_overlap(dashboard: dict[str, Any]) -> None:
         ("params info", "pdroute_params_info"),
         ("params age", "pdroute_params_age_seconds"),
         ("reload outcomes", "pdroute_params_reloads_total"),
+        ("engine scrape errors by reason", "pdroute_engine_scrape_errors_total"),
+        ("engine data age per pool", "pdroute_engine_data_age_seconds"),
+        ("fresh engine endpoints per pool", "pdroute_engine_fresh_endpoints"),
+        ("engine scrape duration", "pdroute_engine_scrape_duration_seconds_bucket"),
+        ("engines file reloads", "pdroute_engines_reloads_total"),
+        ("calibration corrections per term", "pdroute_calibration_correction"),
+        ("calibration prediction error", "pdroute_calibration_prediction_error_ratio"),
+        ("feedback outcomes", "pdroute_calibration_feedback_total"),
     ],
 )
 def test_dashboard_covers(dashboard: dict[str, Any], topic: str, metric: str) -> None:
@@ -68,7 +83,7 @@ def test_dashboard_covers(dashboard: dict[str, Any], topic: str, metric: str) ->
 
 
 def test_share_disaggregated_and_outcomes(dashboard: dict[str, Any]) -> None:
-    exprs = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p.get("targets", [])]
     assert any('decision="disaggregated"' in e and "/" in e for e in exprs), "no share disaggregated"
     assert any("sum by (decision)" in e and "pdroute_route_decisions_total" in e for e in exprs)
     assert any("sum by (decision, reason)" in e and "pdroute_route_decisions_total" in e for e in exprs)
@@ -98,3 +113,89 @@ def test_queries_inside_collapsed_rows_are_read(dashboard: dict[str, Any], tmp_p
     path = tmp_path / "dashboard.json"
     path.write_text(json.dumps(collapsed))
     assert set(dashboard_expressions(path).values()) == set(dashboard_expressions(DASHBOARD).values())
+
+
+def row_bands(dashboard: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    """The panels under each row header (by row title), in an uncollapsed dashboard."""
+    panels = dashboard["panels"]
+    rows = sorted((p for p in panels if p["type"] == "row"), key=lambda p: p["gridPos"]["y"])
+    out = {}
+    for i, row in enumerate(rows):
+        top = row["gridPos"]["y"]
+        bottom = rows[i + 1]["gridPos"]["y"] if i + 1 < len(rows) else float("inf")
+        out[row["title"]] = [p for p in panels if p["type"] != "row" and top < p["gridPos"]["y"] < bottom]
+    return out
+
+
+def panel_metrics(panel: dict[str, Any]) -> set[str]:
+    return set().union(*(metric_names(t["expr"]) for t in panel["targets"]))
+
+
+@pytest.mark.parametrize(
+    ("row", "prefix", "topics"),
+    [
+        (
+            "Auto-fill",
+            "pdroute_engine",
+            {
+                ("sum by (kind, reason)", "pdroute_engine_scrape_errors_total"),
+                ("by (pool)", "pdroute_engine_data_age_seconds"),
+                ("by (pool)", "pdroute_engine_fresh_endpoints"),
+                ("histogram_quantile(0.99,", "pdroute_engine_scrape_duration_seconds_bucket"),
+            },
+        ),
+        (
+            "Online calibration",
+            "pdroute_calibration",
+            {
+                ("by (term)", "pdroute_calibration_correction"),
+                ('quantile="0.5"', "pdroute_calibration_prediction_error_ratio"),
+                ('quantile="0.9"', "pdroute_calibration_prediction_error_ratio"),
+            },
+        ),
+    ],
+)
+def test_feature_rows_hold_their_panels(
+    dashboard: dict[str, Any], row: str, prefix: str, topics: set[tuple[str, str]]
+) -> None:
+    (panels,) = [band for title, band in row_bands(dashboard).items() if title.startswith(row)]
+    assert panels, f"the {row} row is empty"
+    for panel in panels:
+        assert all(m.startswith(prefix) for m in panel_metrics(panel)), panel["title"]
+    exprs = [t["expr"] for p in panels for t in p["targets"]]
+    for clause, metric in topics:
+        assert any(clause in e and metric in e for e in exprs), f"{row}: no {metric} with {clause}"
+
+
+def red_line(panel: dict[str, Any]) -> float:
+    """The value of a panel's red threshold line."""
+    defaults = panel["fieldConfig"]["defaults"]
+    assert defaults["custom"]["thresholdsStyle"]["mode"].startswith("line"), panel["title"]
+    (step,) = [s for s in defaults["thresholds"]["steps"] if s["color"] == "red"]
+    return float(step["value"])
+
+
+def panel_reading(dashboard: dict[str, Any], metric: str) -> dict[str, Any]:
+    panels: list[dict[str, Any]] = dashboard["panels"]
+    (panel,) = [p for p in panels if p["type"] != "row" and metric in panel_metrics(p)]
+    return panel
+
+
+def test_prediction_error_panel_marks_the_alert_threshold(dashboard: dict[str, Any]) -> None:
+    (rule,) = [
+        r
+        for g in load_yaml(RULES_FILE)["groups"]
+        for r in g["rules"]
+        if r["alert"] == "PdrouteCalibrationErrorHigh"
+    ]
+    threshold = float(re.findall(r">\s*([0-9.]+)", rule["expr"])[-1])
+    panel = panel_reading(dashboard, "pdroute_calibration_prediction_error_ratio")
+    assert red_line(panel) == threshold
+    assert panel["fieldConfig"]["defaults"]["unit"] == "percentunit"  # the gauge is a ratio
+
+
+def test_data_age_panel_marks_the_default_stale_limit(dashboard: dict[str, Any]) -> None:
+    panel = panel_reading(dashboard, "pdroute_engine_data_age_seconds")
+    assert red_line(panel) == Settings.model_fields["engines_stale_s"].default
+    # Pools without endpoints read +Inf: left out rather than drawn off the scale.
+    assert all("< +Inf" in t["expr"] for t in panel["targets"])

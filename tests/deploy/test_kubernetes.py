@@ -120,13 +120,12 @@ def test_params_configmap_is_mounted_where_the_service_reads_it(kustomization: s
     assert cm["data"][key] == (KUBERNETES / "base" / "params.json").read_text()
 
 
-def test_network_policy_admits_gateway_and_prometheus_only() -> None:
-    objects = rendered("kubernetes/base")
+def check_ingress_from_gateway_and_prometheus_only(objects: list[dict[str, Any]]) -> dict[str, Any]:
+    """The router's NetworkPolicy, once its ingress is checked: the gateway and Prometheus only."""
     policy = find(objects, "NetworkPolicy", "pdroute")
     pod_labels = find(objects, "Deployment", "pdroute")["spec"]["template"]["metadata"]["labels"]
     assert policy["spec"]["podSelector"]["matchLabels"].items() <= pod_labels.items()
     assert set(policy["spec"]["policyTypes"]) == {"Ingress", "Egress"}
-    assert policy["spec"]["egress"] == []
     (rule,) = policy["spec"]["ingress"]
     assert [p["port"] for p in rule["ports"]] == ["http"]
     sources = rule["from"]
@@ -135,6 +134,14 @@ def test_network_policy_admits_gateway_and_prometheus_only() -> None:
     prometheus = [s for s in sources if "namespaceSelector" in s]
     assert len(prometheus) == 1
     assert prometheus[0]["podSelector"]["matchLabels"] == {"app.kubernetes.io/name": "prometheus"}
+    return policy
+
+
+@pytest.mark.parametrize("kustomization", OVERLAYS)
+def test_network_policy_admits_gateway_and_prometheus_only(kustomization: str) -> None:
+    policy = check_ingress_from_gateway_and_prometheus_only(rendered(kustomization))
+    # Without the autofill component the router calls nothing: no egress at all.
+    assert policy["spec"]["egress"] == []
 
 
 def test_dev_has_one_replica_and_no_autoscaler() -> None:

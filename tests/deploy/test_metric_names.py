@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import json
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.app.conftest import LiveServer
+from tests.app.conftest import LiveServer, free_port
+from tests.app.engines.engine_server import EngineServer
+from tests.app.engines.expositions import vllm_text
 from tests.deploy.conftest import DASHBOARD, RULES_FILE
 from tests.deploy.promql import dashboard_expressions, metric_names, rule_expressions
 
@@ -51,17 +55,45 @@ def referenced() -> dict[str, set[str]]:
     return {where: metric_names(expr) for where, expr in exprs.items()}
 
 
+@pytest.fixture
+def engines_file(tmp_path: Path) -> Iterator[Path]:
+    """An engines file of one live vLLM decode engine and one prefill endpoint nobody listens on:
+    the auto-fill gauges get a fresh pool and the error counter a series."""
+    engine = EngineServer(vllm_text())
+    fleet = {
+        "pools": {
+            "decode": [{"id": "d0", "url": engine.url, "kind": "vllm"}],
+            "prefill": [{"id": "p0", "url": f"http://127.0.0.1:{free_port()}/metrics", "kind": "vllm"}],
+        }
+    }
+    path = tmp_path / "engines.json"
+    path.write_text(json.dumps(fleet))
+    yield path
+    engine.stop()
+
+
 def test_every_referenced_metric_is_exported(
-    make_server: Callable[..., LiveServer], params_file: Path, referenced: dict[str, set[str]]
+    make_server: Callable[..., LiveServer],
+    params_file: Path,
+    engines_file: Path,
+    referenced: dict[str, set[str]],
 ) -> None:
-    server = make_server(params_path=params_file, watch_params=False)
+    server = make_server(
+        params_path=params_file, watch_params=False, engines_file=engines_file, scrape_interval_s=0.02
+    )
     with server.client() as c:
         # One request of each kind, so that every labelled histogram has a series.
         assert c.post("/route", json={"prompt_len": 512, "system_load": 0}).status_code == 200
         assert c.post("/route", json={"prompt_len": 512, "system_load": 64}).status_code == 200
         batch = {"requests": [{"prompt_len": 100, "system_load": 1}]}
         assert c.post("/route/batch", json=batch).status_code == 200
-        exported = exported_sample_names(c.get("/metrics").text)
+        # The scraper's first rounds: a failed scrape of p0 and a good one of d0.
+        deadline = time.monotonic() + 10
+        while True:
+            exported = exported_sample_names(c.get("/metrics").text)
+            if "pdroute_engine_scrape_errors_total" in exported or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
     assert "pdroute_route_decisions_total" in exported  # the scrape itself is what it should be
     unknown = {where: names - exported for where, names in referenced.items() if names - exported}
     assert unknown == {}, f"metrics not exported by the service: {unknown}"

@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from tests.deploy.conftest import PROMETHEUS, RULES_FILE, RULES_TESTS, find, load_yaml, render, require_tool
@@ -158,3 +159,44 @@ def test_calibration_alert_says_reprofile_and_its_unit_test_can_fail(tmp_path: P
     out = promtool("test", "rules", str(tmp_path / "tests" / RULES_TESTS.name), cwd=tmp_path)
     assert out.returncode != 0
     assert "PdrouteCalibrationErrorHigh" in out.stdout + out.stderr
+
+
+def _alert(name: str) -> dict[str, Any]:
+    (rule,) = [r for g in load_yaml(RULES_FILE)["groups"] for r in g["rules"] if r["alert"] == name]
+    return dict(rule)
+
+
+def _promtool_test_with_rules(tmp_path: Path, rules: str) -> subprocess.CompletedProcess[str]:
+    """The shipped unit tests run against ``rules`` instead of the shipped rule file."""
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "rules").mkdir()
+    (tmp_path / "rules" / RULES_FILE.name).write_text(rules)
+    (tmp_path / "tests" / RULES_TESTS.name).write_text(RULES_TESTS.read_text())
+    return promtool("test", "rules", str(tmp_path / "tests" / RULES_TESTS.name), cwd=tmp_path)
+
+
+def test_engine_stale_alert_says_decisions_fall_back_to_defaults() -> None:
+    rule = _alert("PdrouteEngineDataStale")
+    for metric in ("pdroute_engine_data_age_seconds", "pdroute_engine_fresh_endpoints"):
+        assert metric in rule["expr"]
+    assert "assumed defaults" in rule["annotations"]["description"]
+    assert "{{ $labels.pool }}" in rule["annotations"]["summary"]
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        # Without the +Inf filter, a pool left empty in the engines file would alert forever.
+        ("(pdroute_engine_data_age_seconds < +Inf)", "(pdroute_engine_data_age_seconds)"),
+        # With a short hold, instance b's 2-minute scrape outage would alert.
+        ("for: 5m", "for: 1m"),
+    ],
+)
+def test_engine_stale_alert_unit_test_can_fail(tmp_path: Path, old: str, new: str) -> None:
+    rules = RULES_FILE.read_text()
+    head, marker, rule = rules.partition("- alert: PdrouteEngineDataStale")
+    changed = head + marker + rule.replace(old, new, 1)
+    assert changed != rules
+    out = _promtool_test_with_rules(tmp_path, changed)
+    assert out.returncode != 0
+    assert "PdrouteEngineDataStale" in out.stdout + out.stderr

@@ -8,6 +8,7 @@ must evaluate cleanly, and a refused params reload must fire its alert.
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import re
@@ -20,6 +21,8 @@ import httpx
 import pytest
 
 from tests.app.conftest import ServeProcess, free_port
+from tests.app.engines.engine_server import EngineServer
+from tests.app.engines.expositions import vllm_text
 from tests.conftest import write_params
 from tests.deploy import prometheus_server
 from tests.deploy.conftest import DASHBOARD, RULES_FILE, require_tool
@@ -77,8 +80,28 @@ def test_prometheus_scrapes_what_pdroute_served(
 ) -> None:
     binary = require_tool("prometheus")
     params_path = write_params(tmp_path / "params.json")
-    pdroute = serve_process("--params", str(params_path), env={"PDROUTE_WATCH_INTERVAL_S": "0.2"})
-    pdroute.wait_ready()
+    # Auto-fill on, so that the engine panels have data: a live vLLM decode engine, and a
+    # prefill endpoint nobody listens on (scrape errors). Requests name no target: the
+    # decisions below are the caller's values only.
+    engine = EngineServer(vllm_text())
+    engines_path = tmp_path / "engines.json"
+    fleet = {
+        "pools": {
+            "decode": [{"id": "d0", "url": engine.url, "kind": "vllm"}],
+            "prefill": [{"id": "p0", "url": f"http://127.0.0.1:{free_port()}/metrics", "kind": "vllm"}],
+        }
+    }
+    engines_path.write_text(json.dumps(fleet))
+    env = {"PDROUTE_WATCH_INTERVAL_S": "0.2", "PDROUTE_ENGINES_FILE": str(engines_path)}
+    try:
+        pdroute = serve_process("--params", str(params_path), env=env)
+        pdroute.wait_ready()
+        run_with_prometheus(binary, tmp_path, pdroute, params_path)
+    finally:
+        engine.stop()
+
+
+def run_with_prometheus(binary: str, tmp_path: Path, pdroute: ServeProcess, params_path: Path) -> None:
     config = (
         "global: {scrape_interval: 1s, scrape_timeout: 1s, evaluation_interval: 1s}\n"
         f'rule_files: ["{RULES_FILE}"]\n'
