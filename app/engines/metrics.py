@@ -48,6 +48,12 @@ class ScrapeMetrics:
             ["pool"],
             registry=registry,
         )
+        self.configured_endpoints = Gauge(
+            "pdroute_engine_configured_endpoints",
+            "Endpoints of each pool in the engines file (0: the pool is not used).",
+            ["pool"],
+            registry=registry,
+        )
         self.reloads = Counter(
             "pdroute_engines_reloads",
             "Engines file reloads by outcome (success, failure: the previous fleet stays).",
@@ -74,6 +80,10 @@ class ScrapeMetrics:
         def fresh_count(pool: PoolName) -> Callable[[], float]:
             return lambda: float(sum(1 for a in ages(pool) if a <= stale_s))
 
+        def configured(pool: PoolName) -> Callable[[], float]:
+            return lambda: float(len(snapshot().fleet.pools.get(pool, ())))
+
         for pool in POOL_NAMES:
+            self.configured_endpoints.labels(pool=pool).set_function(configured(pool))
             self.data_age.labels(pool=pool).set_function(freshest(pool))
             self.fresh_endpoints.labels(pool=pool).set_function(fresh_count(pool))

@@ -177,7 +177,7 @@ def _promtool_test_with_rules(tmp_path: Path, rules: str) -> subprocess.Complete
 
 def test_engine_stale_alert_says_decisions_fall_back_to_defaults() -> None:
     rule = _alert("PdrouteEngineDataStale")
-    for metric in ("pdroute_engine_data_age_seconds", "pdroute_engine_fresh_endpoints"):
+    for metric in ("pdroute_engine_configured_endpoints", "pdroute_engine_fresh_endpoints"):
         assert metric in rule["expr"]
     assert "assumed defaults" in rule["annotations"]["description"]
     assert "{{ $labels.pool }}" in rule["annotations"]["summary"]
@@ -186,8 +186,8 @@ def test_engine_stale_alert_says_decisions_fall_back_to_defaults() -> None:
 @pytest.mark.parametrize(
     ("old", "new"),
     [
-        # Without the +Inf filter, a pool left empty in the engines file would alert forever.
-        ("(pdroute_engine_data_age_seconds < +Inf)", "(pdroute_engine_data_age_seconds)"),
+        # Without "> 0", a pool left empty in the engines file would alert forever.
+        ("(pdroute_engine_configured_endpoints) > 0", "(pdroute_engine_configured_endpoints) >= 0"),
         # With a short hold, instance b's 2-minute scrape outage would alert.
         ("for: 5m", "for: 1m"),
     ],
