@@ -7,19 +7,28 @@ process, so the server does not share this process's interpreter, then times per
 alternating rounds (the best round of each is kept):
 
 - bare: ``httpx.Client.post("/route")`` on a keep-alive connection, JSON parsed;
+- bare on a worker: the same call run on a pool thread, the caller waiting on its future (the
+  transport ``Client`` uses for its total deadline, without the client);
+- bare async, loop thread: ``httpx.AsyncClient.post`` on an event loop in another thread, the
+  caller waiting on ``run_coroutine_threadsafe`` (the alternative transport, measured to choose);
 - client remote: ``Client.route`` (argument checks, the breaker, parsing, metrics);
 - client local: ``Client.route`` with the breaker held open (the local tier through the client);
 - local model: ``ServedParams.decide`` alone (the pdroute_core decision on cached params).
 
-It prints microseconds per call and the ratios client remote / bare and client local / bare.
+It prints microseconds per call and the ratios to bare of client remote, client local and both
+cross-thread transports. On a 2-core box the figures move by 10 % from run to run: compare the
+ratios of one run, not microseconds across runs.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import concurrent.futures
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 
@@ -81,7 +90,12 @@ def main() -> int:
         body = QUERY.body()
         clock_now = [0.0]
         open_breaker = BreakerConfig(consecutive_failures=1, cool_down_s=1e9)
+        loop = asyncio.new_event_loop()
+        loop_thread = threading.Thread(target=loop.run_forever, daemon=True)
+        loop_thread.start()
+        bare_async = httpx.AsyncClient(base_url=url, timeout=1.0)
         with (
+            concurrent.futures.ThreadPoolExecutor(max_workers=4) as workers,
             httpx.Client(base_url=url, timeout=1.0) as bare,
             Client(url, deadline_s=1.0, registry=CollectorRegistry()) as client,
             Client(url, breaker=open_breaker, clock=lambda: clock_now[0], start=False) as local,
@@ -94,6 +108,12 @@ def main() -> int:
                 raise SystemExit("no params from the service")
             cases: dict[str, Callable[[], object]] = {
                 "bare httpx": lambda: bare.post("/route", json=body).json(),
+                "bare on a worker": lambda: workers.submit(bare.post, "/route", json=body).result(1).json(),
+                "bare async, loop": lambda: (
+                    asyncio.run_coroutine_threadsafe(bare_async.post("/route", json=body), loop)
+                    .result(1)
+                    .json()
+                ),
                 "client remote": lambda: client.route(QUERY),
                 "client local": lambda: local.route(QUERY),
                 "local model": lambda: served.decide(QUERY, "local: bench"),
@@ -106,13 +126,17 @@ def main() -> int:
             for _ in range(args.rounds):
                 for name, fn in cases.items():
                     best[name] = min(best[name], _per_call_us(fn, args.calls))
+            asyncio.run_coroutine_threadsafe(bare_async.aclose(), loop).result(5)
+            loop.call_soon_threadsafe(loop.stop)
+            loop_thread.join(5)
+            loop.close()
     finally:
         server.terminate()
         server.wait(timeout=10)
     for name, us in best.items():
-        print(f"{name:14s} {us:9.1f} us/call")
-    print(f"client remote / bare httpx: {best['client remote'] / best['bare httpx']:.2f}")
-    print(f"client local  / bare httpx: {best['client local'] / best['bare httpx']:.3f}")
+        print(f"{name:17s} {us:9.1f} us/call")
+    for name in ("client remote", "client local", "bare on a worker", "bare async, loop"):
+        print(f"{name:17s} / bare httpx: {best[name] / best['bare httpx']:.3f}")
     return 0
 
 

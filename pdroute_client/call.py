@@ -71,9 +71,9 @@ class RemoteCall:
             return {"requests": [q.body() for q in self.queries]}
         return self.queries[0].body()
 
-    def is_late(self) -> bool:
-        """Whether ``deadline_s`` has passed since the call began."""
-        return time.perf_counter() - self.started > self.deadline_s
+    def remaining_s(self) -> float:
+        """The time left of ``deadline_s`` since the call began (negative once it has passed)."""
+        return self.deadline_s - (time.perf_counter() - self.started)
 
     def finish(self, outcome: httpx.Response | Exception | None) -> list[Answer]:
         """The answers, one per query in order, from the outcome of the send (``None``: not sent)."""

@@ -1,13 +1,11 @@
 """``Client``: the blocking gateway client (httpx, a keep-alive pool, no retries).
 
-Deadline (sync): httpx enforces its timeouts per phase, not per call: each of acquiring a
-pooled connection, connecting, writing the request and every read of the answer may take up
-to ``deadline_s``. A call that fails a phase answers from the local tier at once; an answer
-that arrives, but later than ``deadline_s`` after the call began, is discarded and the local
-tier answers (counted as a timeout). So the call returns within about ``deadline_s`` when the
-service is slow to answer (the common failure: one read), and within a few ``deadline_s`` in
-the worst case (a slow connect, then a slow write, then a slow read). ``AsyncClient`` bounds the
-whole call by ``deadline_s``.
+Deadline: the whole remote call (pool, connect, write, every read) is bounded by
+``deadline_s``, whatever the server does (a slow connect or write, an answer trickled byte by
+byte, a read that never ends); past it the local tier answers (counted as a timeout). httpx's
+blocking client only bounds each phase, so each decision's request runs on a worker of a fixed
+thread pool and the calling thread waits for the time left (``pdroute_client.deadline_http``
+says why this design, what it costs and how a timed-out worker stops).
 
 Params for the local tier are fetched by a daemon thread: at start-up, then every
 ``refresh_interval_s`` with ``If-None-Match`` (a 304 costs almost nothing), and at once when a
@@ -27,7 +25,8 @@ from prometheus_client import CollectorRegistry
 from pdroute_client.answer import Answer
 from pdroute_client.breaker import BreakerConfig
 from pdroute_client.call import RemoteCall
-from pdroute_client.client_base import ClientBase, pool_limits
+from pdroute_client.client_base import ClientBase
+from pdroute_client.deadline_http import DeadlineHttp
 from pdroute_client.static import StaticFallback
 from pdroute_client.tiers import QueryLike, Tiers
 
@@ -40,7 +39,8 @@ class Client(ClientBase):
     """Decides through the service, else locally, else statically; never raises for a failure of
     the service. Raises ``InvalidArgument`` for a request the service would refuse.
 
-    Use as a context manager, or call ``close()``: it stops the refresh thread and the pool.
+    Safe to share between threads. Use as a context manager, or call ``close()``: it stops the
+    refresh thread, the workers and the pool; calls after it answer locally.
     """
 
     def __init__(
@@ -64,11 +64,8 @@ class Client(ClientBase):
         self._stop = threading.Event()
         self._has_params = threading.Event()
         self._tiers = Tiers(fallback or StaticFallback(), breaker, registry, clock, self._wake.set)
-        self._http = httpx.Client(
-            base_url=base_url,
-            timeout=httpx.Timeout(self.deadline_s),
-            limits=pool_limits(max_connections),
-            transport=transport,  # None: httpx's default, which never retries
+        self._http = DeadlineHttp(
+            base_url, timeout_s=self.deadline_s, max_connections=max_connections, transport=transport
         )
         self._thread: threading.Thread | None = None
         if start:
@@ -110,14 +107,11 @@ class Client(ClientBase):
         return call.finish(self._send(call) if call.is_allowed else None)
 
     def _send(self, call: RemoteCall) -> httpx.Response | Exception:
-        """The service's response, or what failed (an answer after the deadline is a timeout)."""
+        """The service's response within the time left of the call's deadline, or what failed."""
         try:
-            response = self._http.post(call.path, json=call.body(), timeout=call.deadline_s)
+            return self._http.post(call.path, json=call.body(), deadline_s=call.remaining_s())
         except Exception as exc:  # never raise for the service: any failure falls back
             return exc
-        if call.is_late():
-            return TimeoutError("answered after the deadline")
-        return response
 
     # Params --------------------------------------------------------------------------------
 
@@ -128,7 +122,8 @@ class Client(ClientBase):
     def refresh_params(self) -> bool:
         """One ``GET /params`` now (with ``If-None-Match``); whether it succeeded. Never raises."""
         try:
-            response = self._http.get(
+            # On the refresh thread, off the hot path: httpx's per-phase timeouts suffice.
+            response = self._http.http.get(
                 "/params", headers=self._tiers.params_headers(), timeout=self.refresh_timeout_s
             )
             self._tiers.params_response(response)
