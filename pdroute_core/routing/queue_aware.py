@@ -235,6 +235,22 @@ class QueueAwareModel:
         """``f(c, B)``: what ``chunk`` prefill tokens add to a step of ``batch`` decodes (ms)."""
         return chunk * (self._i1 + self._i2 * chunk + self._i3 * batch)
 
+    @staticmethod
+    def prefill_share(tokens_per_s: float, step: float, chunk: float, c: float) -> float:
+        """``rho``: the share of a GPU's time spent on prefill chunks of ``c`` tokens at
+        ``tokens_per_s`` (each chunk adds ``chunk`` ms to a decode step of ``step`` ms).
+
+        ``rate * f / c / 1000``, capped at ``f / (s + f)``: the share when every step carries a
+        full chunk, the most chunked prefill can take (``s / (1 - rho)`` then is ``s + f``). The
+        cap follows from the step forms alone and keeps ``1 - rho > 0``."""
+        return max(0.0, min(tokens_per_s * chunk / c / 1000.0, chunk / (step + chunk)))
+
+    def tpot_ms(self, batch: float, context_tokens: float, pending: float, c: float, rate: float) -> float:
+        """``(s(B, K) + min(1, P / c) * f(c, B)) / (1 - rho)`` (``rho``: ``prefill_share``)."""
+        step = self.step_ms(batch, context_tokens)
+        chunk = self.chunk_ms(c, batch)
+        return (step + min(1.0, pending / c) * chunk) / (1.0 - self.prefill_share(rate, step, chunk, c))
+
     # --- one request --------------------------------------------------------------------------
     def decide(self, x: RouteInputs) -> QueueAwareBreakdown:
         """The decision with every term (module docstring)."""
@@ -276,7 +292,8 @@ class QueueAwareModel:
             ttft_c = self.prefill_ms(u) + (self.prefill_ms(P) if P > 0.0 else 0.0)
         backlog = in_flight + (ttft_c - in_flight) * (P / total)
         own_c = ttft_c - backlog
-        tpot_c = self.step_ms(B + 1.0, K + L + half_out) + min(1.0, P / c) * self.chunk_ms(c, B + 1.0)
+        rate_c = 0.0 if x.colloc_prefill_tokens_per_s is None else float(x.colloc_prefill_tokens_per_s)
+        tpot_c = self.tpot_ms(B + 1.0, K + L + half_out, P, c, rate_c)
         e2e_c = ttft_c + (out - 1.0) * tpot_c
         raw_harm_c = B * u * f_full / c + B * join
 
@@ -287,7 +304,8 @@ class QueueAwareModel:
         transfer = (L - h) * self._xfer
         remote = t_prefill + transfer
         ttft_d = wait + remote
-        tpot_d = self.step_ms(Bd + 1.0, Kd + L + half_out) + min(1.0, Pd / c) * self.chunk_ms(c, Bd + 1.0)
+        rate_d = 0.0 if x.decode_prefill_tokens_per_s is None else float(x.decode_prefill_tokens_per_s)
+        tpot_d = self.tpot_ms(Bd + 1.0, Kd + L + half_out, Pd, c, rate_d)
         e2e_d = ttft_d + (out - 1.0) * tpot_d
         queue_harm = q * t_prefill / G
         raw_harm_d = queue_harm + Bd * join

@@ -238,6 +238,8 @@ _request = st.builds(
     cached_prompt_tokens=st.one_of(st.none(), st.integers(0, 100_000)),
     ttft_slo_ms=st.one_of(st.none(), st.floats(1.0, 10_000.0)),
     tpot_slo_ms=st.one_of(st.none(), st.floats(1.0, 500.0)),
+    colloc_prefill_tokens_per_s=st.one_of(st.none(), st.floats(0.0, 1e7)),
+    decode_prefill_tokens_per_s=st.one_of(st.none(), st.floats(0.0, 1e7)),
 )
 
 
@@ -362,6 +364,8 @@ def test_decide_many_equals_decide_across_blocks(poisoned: bool, monkeypatch: py
         "cached_prompt_tokens": maybe(0, 512),
         "ttft_slo_ms": [None if v is None else float(v) for v in maybe(50, 3000)],
         "tpot_slo_ms": [None if v is None else float(v) for v in maybe(5, 100)],
+        "colloc_prefill_tokens_per_s": [None if v is None else v / 7.0 for v in maybe(0, 200_000)],
+        "decode_prefill_tokens_per_s": [None if v is None else v / 3.0 for v in maybe(0, 200_000)],
     }
     rows = [
         RouteInputs(
