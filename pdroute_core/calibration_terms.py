@@ -105,16 +105,17 @@ def _tpot_terms(
     model: QueueAwareModel, batch: float, context: float, pending: float, c: float, rate: float
 ) -> dict[str, float]:
     """``QueueAwareModel.tpot_ms`` split: the decode step ``s``; the chunks, pending now and of later
-    prompts (the stretch ``(s + p) * rho / (1 - rho)`` is their time). Without a prefill rate
-    (``rho = 0``) the split is linear in the corrections; with one, ``rho`` itself depends on the
-    chunk and decode corrections, so the sum equals the calibrated prediction only to first order
-    (exactly at ``k = 1``)."""
+    prompts (the stretch of the step by ``1 / (1 - rho)``, bounded by ``s + f``, is their time).
+    Without a prefill rate (``rho = 0``) the split is linear in the corrections; with one, ``rho``
+    itself depends on the chunk and decode corrections, so the sum equals the calibrated
+    prediction only to first order (exactly at ``k = 1``)."""
     step = model.step_ms(batch, context)
     chunk = model.chunk_ms(c, batch)
     pend = min(1.0, pending / c) * chunk
     rho = model.prefill_share(rate, step, chunk, c)
-    stretch = 0.0 if rho == 0.0 else (step + pend) * rho / (1.0 - rho)
-    return {"decode": step, "chunk": pend + stretch}
+    if rho == 0.0:
+        return {"decode": step, "chunk": pend}
+    return {"decode": step, "chunk": min((step + pend) / (1.0 - rho), step + chunk) - step}
 
 
 def calibrated_params(params: CostModelParams, k: Corrections) -> CostModelParams:

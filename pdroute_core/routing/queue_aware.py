@@ -246,10 +246,14 @@ class QueueAwareModel:
         return max(0.0, min(tokens_per_s * chunk / c / 1000.0, chunk / (step + chunk)))
 
     def tpot_ms(self, batch: float, context_tokens: float, pending: float, c: float, rate: float) -> float:
-        """``(s(B, K) + min(1, P / c) * f(c, B)) / (1 - rho)`` (``rho``: ``prefill_share``)."""
+        """``min((s + min(1, P / c) * f) / (1 - rho), s + f)``, ``s = s(B, K)``, ``f = f(c, B)``
+        (``rho``: ``prefill_share``). The pending chunks and the later ones share one bound: a
+        step carries at most one chunk, so no TPOT exceeds ``s + f`` (without a rate it never
+        does: the bound changes no bit)."""
         step = self.step_ms(batch, context_tokens)
         chunk = self.chunk_ms(c, batch)
-        return (step + min(1.0, pending / c) * chunk) / (1.0 - self.prefill_share(rate, step, chunk, c))
+        stretched = (step + min(1.0, pending / c) * chunk) / (1.0 - self.prefill_share(rate, step, chunk, c))
+        return min(stretched, step + chunk)
 
     # --- one request --------------------------------------------------------------------------
     def decide(self, x: RouteInputs) -> QueueAwareBreakdown:

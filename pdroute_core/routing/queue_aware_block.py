@@ -328,8 +328,9 @@ def _tpot_into(
     t2: FloatArray,
     t3: FloatArray,
 ) -> None:
-    """``out = (s + min(1, P / c) * f) / (1 - rho)``, ``s = s(B + 1, K + L + O/2)``, ``f = f(c, B + 1)``,
-    ``rho = max(0, min(rate * f / c / 1000, f / (s + f)))`` (``c_lin = i1 + i2 * c``; ``tpot_ms``)."""
+    """``out = min((s + min(1, P / c) * f) / (1 - rho), s + f)``, ``s = s(B + 1, K + L + O/2)``,
+    ``f = f(c, B + 1)``, ``rho = max(0, min(rate * f / c / 1000, f / (s + f)))`` (``c_lin = i1 + i2 * c``;
+    ``tpot_ms``)."""
     np.add(batch, 1.0, out=t1)
     np.multiply(t1, model._a1, out=out)
     out += model._a0
@@ -351,8 +352,10 @@ def _tpot_into(
     np.divide(pending, c, out=t2)
     np.minimum(1.0, t2, out=t2)
     t2 *= t1
+    t1 += out  # s + f, the bound
     out += t2
     out /= t3
+    np.minimum(out, t1, out=out)
 
 
 def _prefill_many(model: QueueAwareModel, tokens: FloatArray) -> FloatArray:

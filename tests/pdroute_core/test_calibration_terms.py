@@ -124,4 +124,4 @@ def test_with_prefill_rates_the_split_sums_to_the_prediction(
             dataclasses.replace(x, colloc_prefill_tokens_per_s=None, decode_prefill_tokens_per_s=None),
             path,
         ).tpot
-        assert parts["decode"] == plain["decode"] and parts["chunk"] >= plain["chunk"]
+        assert parts["decode"] == plain["decode"] and parts["chunk"] >= plain["chunk"] - 1e-12 * tpot
