@@ -11,7 +11,9 @@ by ``solver.fit_queue``)::
 
 Inputs (``RouteInputs``): L prompt, O predicted output, B / K decodes and their context on the
 collocation GPU, B' / K' on the decode GPU, c chunk, P prompt tokens pending prefill on the
-collocation GPU, h cached prompt tokens, the prefill pool's q waiting requests holding Q
+collocation GPU (P' on the decode GPU), R / R' the prompt tokens per second prefilled there
+recently (``prefill_share``: the stretch of a decode step by later prompts' chunks), h cached
+prompt tokens, the prefill pool's q waiting requests holding Q
 tokens, r running prefills and G GPUs.
 
 Collocated (the prompt is prefilled in chunks between the running decodes, after P)::
@@ -19,7 +21,8 @@ Collocated (the prompt is prefilled in chunks between the running decodes, after
     u = L - h;  n = ceil((P + u) / c);  rest = P + u - (n - 1) * c
     TTFT_c = n * s(B, K) + (n - 1) * f(c, B) + f(rest, B)     if B > 0   (each chunk costs a whole step)
            = T_P(u) + T_P(P) [if P > 0]                        if B = 0   (prefill-only steps)
-    TPOT_c = s(B + 1, K + L + O/2)
+    TPOT_c = min((s + min(1, P / c) * f) / (1 - rho), s + f)    s = s(B + 1, K + L + O/2), f = f(c, B + 1)
+    rho    = max(0, min(R * f / c / 1000, f / (s + f)))         R: recent prefill rate (tokens/s)
     harm_c = B * u * f(c, B) / c  +  B * (O - 1) * (decode_per_seq + decode_per_ctx * (L + O/2))
 
 The first harm term is what the running decodes wait for this prompt's chunks: every chunk
@@ -31,7 +34,7 @@ Disaggregated (a prefill GPU, then the KV cache over the link)::
     t = T_P(Q / q) if q > 0 else T_P(L)                        mean prefill ahead
     W = t / (G + 1) [if r >= G]  +  q * t / G                   wait for a prefill GPU
     TTFT_d = W + T_P(L) + (L - h) * bytes_per_token / bandwidth
-    TPOT_d = s(B' + 1, K' + L + O/2)
+    TPOT_d = the same on the decode GPU (B', K', P', R')
     harm_d = q * T_P(L) / G  +  B' * (O - 1) * (decode_per_seq + decode_per_ctx * (L + O/2))
 
 When every prefill GPU is busy, the first frees after about ``t / (G + 1)`` (the least of G
@@ -58,7 +61,8 @@ more goodput) and ``slo_margin = 0.1``.
 Defaults for inputs not reported (listed in the answer's ``assumed``): no prefill queue
 (q = 0, Q = q * L, r = G if q > 0 else 0, G = 1), nothing pending locally (P = 0), running
 decodes with this prompt's context (K = B * L, K' = B' * L), no prefix hit (h = 0), no
-targets. ``decide`` and ``decide_many`` evaluate the same operations in the same order on IEEE
+targets, no recent prefill (R = R' = 0: not listed, the answer is the one before the rates
+existed, bit for bit). ``decide`` and ``decide_many`` evaluate the same operations in the same order on IEEE
 doubles, so their answers agree bit for bit (a property test checks it). The vectorised
 evaluation lives in ``pdroute_core.routing.queue_aware_block``, the reason codes in
 ``pdroute_core.routing.queue_aware_reasons`` (both imported here).

@@ -94,6 +94,12 @@ def test_a_prefill_rate_stretches_the_decode_step_by_hand() -> None:
     capped = _model().decide(dataclasses.replace(x, colloc_prefill_tokens_per_s=1e9))
     assert capped.tpot_collocated_ms == pytest.approx(step + chunk)
     assert math.isfinite(capped.t_collocated_ms)
+    # Pending chunks and later ones share that bound: a full chunk pending already fills each step.
+    full = dataclasses.replace(x, pending_prefill_tokens=4096, colloc_prefill_tokens_per_s=20_000.0)
+    assert _model().decide(full).tpot_collocated_ms == pytest.approx(step + chunk)
+    half = dataclasses.replace(x, pending_prefill_tokens=64, colloc_prefill_tokens_per_s=5_000.0)
+    rho_half = 5_000 * chunk / 256 / 1000
+    assert _model().decide(half).tpot_collocated_ms == pytest.approx((step + 0.25 * chunk) / (1 - rho_half))
 
 
 def test_without_a_rate_every_answer_keeps_its_bits() -> None:
