@@ -30,6 +30,7 @@ from pdroute_core.bounds import (
     MAX_REQUEST_ID_LEN,
     MAX_SLO_MS,
     MAX_TOKENS,
+    MAX_TOKENS_PER_S,
 )
 from pdroute_core.routing import QueueAwareBreakdown, RouteBreakdown
 
@@ -134,6 +135,28 @@ class RouteRequest(_Strict):
             le=MAX_SLO_MS,
             allow_inf_nan=False,
             description="time-per-output-token target in ms; PDROUTE_DEFAULT_TPOT_SLO_MS if omitted",
+        ),
+    ] = None
+    colloc_prefill_tokens_per_s: Annotated[
+        float | None,
+        Field(
+            ge=0,
+            le=MAX_TOKENS_PER_S,
+            allow_inf_nan=False,
+            description="prompt tokens per second prefilled on the collocation GPU over the last second "
+            "or two (what the gateway routed there, or the rate of vllm:prompt_tokens_total); the "
+            "queue-aware model stretches the predicted decode step by the time these chunks take. "
+            "If omitted, no later prefill is predicted (not listed in assumed; not auto-filled)",
+        ),
+    ] = None
+    decode_prefill_tokens_per_s: Annotated[
+        float | None,
+        Field(
+            ge=0,
+            le=MAX_TOKENS_PER_S,
+            allow_inf_nan=False,
+            description="the same on the target decode GPU (its local prefills; equal to "
+            "colloc_prefill_tokens_per_s when both are one GPU)",
         ),
     ] = None
 

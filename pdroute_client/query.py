@@ -46,6 +46,8 @@ class RouteQuery:
     cached_prompt_tokens: int | None = None
     ttft_slo_ms: float | None = None  # the service's default_ttft_slo_ms when None
     tpot_slo_ms: float | None = None  # the service's default_tpot_slo_ms when None
+    colloc_prefill_tokens_per_s: float | None = None  # recent prefill rate of the collocation GPU
+    decode_prefill_tokens_per_s: float | None = None  # the same on the decode GPU
     request_id: str | None = None
 
     def __post_init__(self) -> None:
@@ -92,6 +94,8 @@ class RouteQuery:
             cached_prompt_tokens=self.cached_prompt_tokens,
             ttft_slo_ms=default_ttft_slo_ms if self.ttft_slo_ms is None else self.ttft_slo_ms,
             tpot_slo_ms=default_tpot_slo_ms if self.tpot_slo_ms is None else self.tpot_slo_ms,
+            colloc_prefill_tokens_per_s=self.colloc_prefill_tokens_per_s,
+            decode_prefill_tokens_per_s=self.decode_prefill_tokens_per_s,
         )
 
 

@@ -20,6 +20,7 @@ MAX_CHUNK = 16_777_216
 MAX_TOKENS = 2**44  # token totals over many requests (queues, contexts): ~1.8e13
 MAX_GPUS = 100_000
 MAX_SLO_MS = 86_400_000.0  # a day
+MAX_TOKENS_PER_S = 1e9  # a GPU's prefill rate (tokens/s): a thousand times any GPU's
 MAX_REQUEST_ID_LEN = 256
 MAX_BATCH_ITEMS = 100_000  # hard cap; the service's settings.max_batch_requests sets the served limit
 
@@ -79,4 +80,6 @@ ROUTE_FIELDS: dict[str, FieldBound] = {
     "cached_prompt_tokens": FieldBound("int", 0, MAX_PROMPT_LEN),  # and at most prompt_len
     "ttft_slo_ms": FieldBound("float", 0, MAX_SLO_MS, exclusive_min=True),
     "tpot_slo_ms": FieldBound("float", 0, MAX_SLO_MS, exclusive_min=True),
+    "colloc_prefill_tokens_per_s": FieldBound("float", 0, MAX_TOKENS_PER_S),
+    "decode_prefill_tokens_per_s": FieldBound("float", 0, MAX_TOKENS_PER_S),
 }

@@ -79,10 +79,8 @@ def contributions(model: QueueAwareModel, x: RouteInputs, path: Decision) -> Con
         wait = (t_ahead / (G + 1.0) if r >= G else 0.0) + q * t_ahead / G
         transfer = (L - h) * model.params.transfer_rate_ms_per_token
         ttft = {"queue_wait": wait, "prefill": t_prefill, "transfer": transfer}
-        tpot = {
-            "decode": model.step_ms(Bd + 1.0, Kd + L + half_out),
-            "chunk": min(1.0, Pd / c) * model.chunk_ms(c, Bd + 1.0),
-        }
+        rate = 0.0 if x.decode_prefill_tokens_per_s is None else float(x.decode_prefill_tokens_per_s)
+        tpot = _tpot_terms(model, Bd + 1.0, Kd + L + half_out, Pd, c, rate)
         return Contributions(path, ttft, tpot, x.predicted_output_len)
     B = float(x.system_load)
     P = 0.0 if x.pending_prefill_tokens is None else float(x.pending_prefill_tokens)
@@ -98,11 +96,26 @@ def contributions(model: QueueAwareModel, x: RouteInputs, path: Decision) -> Con
         }
     else:
         ttft = {"prefill": model.prefill_ms(L - h) + (model.prefill_ms(P) if P > 0.0 else 0.0)}
-    tpot = {
-        "decode": model.step_ms(B + 1.0, K + L + half_out),
-        "chunk": min(1.0, P / c) * model.chunk_ms(c, B + 1.0),
-    }
+    rate = 0.0 if x.colloc_prefill_tokens_per_s is None else float(x.colloc_prefill_tokens_per_s)
+    tpot = _tpot_terms(model, B + 1.0, K + L + half_out, P, c, rate)
     return Contributions(path, ttft, tpot, x.predicted_output_len)
+
+
+def _tpot_terms(
+    model: QueueAwareModel, batch: float, context: float, pending: float, c: float, rate: float
+) -> dict[str, float]:
+    """``QueueAwareModel.tpot_ms`` split: the decode step ``s``; the chunks, pending now and of later
+    prompts (the stretch of the step by ``1 / (1 - rho)``, bounded by ``s + f``, is their time).
+    Without a prefill rate (``rho = 0``) the split is linear in the corrections; with one, ``rho``
+    itself depends on the chunk and decode corrections, so the sum equals the calibrated
+    prediction only to first order (exactly at ``k = 1``)."""
+    step = model.step_ms(batch, context)
+    chunk = model.chunk_ms(c, batch)
+    pend = min(1.0, pending / c) * chunk
+    rho = model.prefill_share(rate, step, chunk, c)
+    if rho == 0.0:
+        return {"decode": step, "chunk": pend}
+    return {"decode": step, "chunk": min((step + pend) / (1.0 - rho), step + chunk) - step}
 
 
 def calibrated_params(params: CostModelParams, k: Corrections) -> CostModelParams:

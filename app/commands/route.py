@@ -21,11 +21,13 @@ from app.schemas import RouteRequest
 from app.settings import embedded_params_path
 from pdroute_core.routing import AUTO, MODEL_NAMES, OPTIONAL_INPUTS, build_model
 from pdroute_core.routing.queue_aware import DEFAULT_HARM_WEIGHT, DEFAULT_SLO_MARGIN
+from pdroute_core.routing.types import OPTIONAL_RATE_INPUTS
 from solver.params import load_params
 
 # The request fields whose flag is not ``--<field with dashes>``.
 _FLAG_OF = {"predicted_output_len": "--output-len"}
-_FLOAT_INPUTS = ("ttft_slo_ms", "tpot_slo_ms")
+_FLOAT_INPUTS = ("ttft_slo_ms", "tpot_slo_ms", *OPTIONAL_RATE_INPUTS)
+_STATE_INPUTS = (*OPTIONAL_INPUTS, *OPTIONAL_RATE_INPUTS)
 
 
 def _flag(field: str) -> str:
@@ -42,7 +44,7 @@ def register(sub: Any) -> None:
     p.add_argument("--decode-batch-size", type=int, default=1, help="batch of the target decode GPU")
     p.add_argument("--chunk-size", type=int, default=256)
     state = p.add_argument_group("optional state (queue-aware model; a missing one is assumed)")
-    for name in OPTIONAL_INPUTS:
+    for name in _STATE_INPUTS:
         help_text = RouteRequest.model_fields[name].description
         state.add_argument(_flag(name), type=float if name in _FLOAT_INPUTS else int, help=help_text)
     p.add_argument(
@@ -88,7 +90,7 @@ def parse_request(args: argparse.Namespace) -> RouteRequest:
         "system_load": args.system_load,
         "decode_batch_size": args.decode_batch_size,
         "chunk_size": args.chunk_size,
-        **{name: getattr(args, name) for name in OPTIONAL_INPUTS},
+        **{name: getattr(args, name) for name in _STATE_INPUTS},
     }
     if not 0 <= args.harm_weight < float("inf"):
         raise UsageError(f"--harm-weight: must be a finite number >= 0, got {args.harm_weight}")

@@ -94,6 +94,8 @@ def route_inputs(
         cached_prompt_tokens=req.cached_prompt_tokens,
         ttft_slo_ms=defaults.ttft_slo_ms if ttft is None else ttft,
         tpot_slo_ms=defaults.tpot_slo_ms if tpot is None else tpot,
+        colloc_prefill_tokens_per_s=req.colloc_prefill_tokens_per_s,
+        decode_prefill_tokens_per_s=req.decode_prefill_tokens_per_s,
     )
     return dataclasses.replace(inputs, **filled) if filled else inputs
 

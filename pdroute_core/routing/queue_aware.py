@@ -11,7 +11,9 @@ by ``solver.fit_queue``)::
 
 Inputs (``RouteInputs``): L prompt, O predicted output, B / K decodes and their context on the
 collocation GPU, B' / K' on the decode GPU, c chunk, P prompt tokens pending prefill on the
-collocation GPU, h cached prompt tokens, the prefill pool's q waiting requests holding Q
+collocation GPU (P' on the decode GPU), R / R' the prompt tokens per second prefilled there
+recently (``prefill_share``: the stretch of a decode step by later prompts' chunks), h cached
+prompt tokens, the prefill pool's q waiting requests holding Q
 tokens, r running prefills and G GPUs.
 
 Collocated (the prompt is prefilled in chunks between the running decodes, after P)::
@@ -19,7 +21,8 @@ Collocated (the prompt is prefilled in chunks between the running decodes, after
     u = L - h;  n = ceil((P + u) / c);  rest = P + u - (n - 1) * c
     TTFT_c = n * s(B, K) + (n - 1) * f(c, B) + f(rest, B)     if B > 0   (each chunk costs a whole step)
            = T_P(u) + T_P(P) [if P > 0]                        if B = 0   (prefill-only steps)
-    TPOT_c = s(B + 1, K + L + O/2)
+    TPOT_c = min((s + min(1, P / c) * f) / (1 - rho), s + f)    s = s(B + 1, K + L + O/2), f = f(c, B + 1)
+    rho    = max(0, min(R * f / c / 1000, f / (s + f)))         R: recent prefill rate (tokens/s)
     harm_c = B * u * f(c, B) / c  +  B * (O - 1) * (decode_per_seq + decode_per_ctx * (L + O/2))
 
 The first harm term is what the running decodes wait for this prompt's chunks: every chunk
@@ -31,7 +34,7 @@ Disaggregated (a prefill GPU, then the KV cache over the link)::
     t = T_P(Q / q) if q > 0 else T_P(L)                        mean prefill ahead
     W = t / (G + 1) [if r >= G]  +  q * t / G                   wait for a prefill GPU
     TTFT_d = W + T_P(L) + (L - h) * bytes_per_token / bandwidth
-    TPOT_d = s(B' + 1, K' + L + O/2)
+    TPOT_d = the same on the decode GPU (B', K', P', R')
     harm_d = q * T_P(L) / G  +  B' * (O - 1) * (decode_per_seq + decode_per_ctx * (L + O/2))
 
 When every prefill GPU is busy, the first frees after about ``t / (G + 1)`` (the least of G
@@ -58,7 +61,8 @@ more goodput) and ``slo_margin = 0.1``.
 Defaults for inputs not reported (listed in the answer's ``assumed``): no prefill queue
 (q = 0, Q = q * L, r = G if q > 0 else 0, G = 1), nothing pending locally (P = 0), running
 decodes with this prompt's context (K = B * L, K' = B' * L), no prefix hit (h = 0), no
-targets. ``decide`` and ``decide_many`` evaluate the same operations in the same order on IEEE
+targets, no recent prefill (R = R' = 0: not listed, the answer is the one before the rates
+existed, bit for bit). ``decide`` and ``decide_many`` evaluate the same operations in the same order on IEEE
 doubles, so their answers agree bit for bit (a property test checks it). The vectorised
 evaluation lives in ``pdroute_core.routing.queue_aware_block``, the reason codes in
 ``pdroute_core.routing.queue_aware_reasons`` (both imported here).
@@ -235,6 +239,26 @@ class QueueAwareModel:
         """``f(c, B)``: what ``chunk`` prefill tokens add to a step of ``batch`` decodes (ms)."""
         return chunk * (self._i1 + self._i2 * chunk + self._i3 * batch)
 
+    @staticmethod
+    def prefill_share(tokens_per_s: float, step: float, chunk: float, c: float) -> float:
+        """``rho``: the share of a GPU's time spent on prefill chunks of ``c`` tokens at
+        ``tokens_per_s`` (each chunk adds ``chunk`` ms to a decode step of ``step`` ms).
+
+        ``rate * f / c / 1000``, capped at ``f / (s + f)``: the share when every step carries a
+        full chunk, the most chunked prefill can take (``s / (1 - rho)`` then is ``s + f``). The
+        cap follows from the step forms alone and keeps ``1 - rho > 0``."""
+        return max(0.0, min(tokens_per_s * chunk / c / 1000.0, chunk / (step + chunk)))
+
+    def tpot_ms(self, batch: float, context_tokens: float, pending: float, c: float, rate: float) -> float:
+        """``min((s + min(1, P / c) * f) / (1 - rho), s + f)``, ``s = s(B, K)``, ``f = f(c, B)``
+        (``rho``: ``prefill_share``). The pending chunks and the later ones share one bound: a
+        step carries at most one chunk, so no TPOT exceeds ``s + f`` (without a rate it never
+        does: the bound changes no bit)."""
+        step = self.step_ms(batch, context_tokens)
+        chunk = self.chunk_ms(c, batch)
+        stretched = (step + min(1.0, pending / c) * chunk) / (1.0 - self.prefill_share(rate, step, chunk, c))
+        return min(stretched, step + chunk)
+
     # --- one request --------------------------------------------------------------------------
     def decide(self, x: RouteInputs) -> QueueAwareBreakdown:
         """The decision with every term (module docstring)."""
@@ -276,7 +300,8 @@ class QueueAwareModel:
             ttft_c = self.prefill_ms(u) + (self.prefill_ms(P) if P > 0.0 else 0.0)
         backlog = in_flight + (ttft_c - in_flight) * (P / total)
         own_c = ttft_c - backlog
-        tpot_c = self.step_ms(B + 1.0, K + L + half_out) + min(1.0, P / c) * self.chunk_ms(c, B + 1.0)
+        rate_c = 0.0 if x.colloc_prefill_tokens_per_s is None else float(x.colloc_prefill_tokens_per_s)
+        tpot_c = self.tpot_ms(B + 1.0, K + L + half_out, P, c, rate_c)
         e2e_c = ttft_c + (out - 1.0) * tpot_c
         raw_harm_c = B * u * f_full / c + B * join
 
@@ -287,7 +312,8 @@ class QueueAwareModel:
         transfer = (L - h) * self._xfer
         remote = t_prefill + transfer
         ttft_d = wait + remote
-        tpot_d = self.step_ms(Bd + 1.0, Kd + L + half_out) + min(1.0, Pd / c) * self.chunk_ms(c, Bd + 1.0)
+        rate_d = 0.0 if x.decode_prefill_tokens_per_s is None else float(x.decode_prefill_tokens_per_s)
+        tpot_d = self.tpot_ms(Bd + 1.0, Kd + L + half_out, Pd, c, rate_d)
         e2e_d = ttft_d + (out - 1.0) * tpot_d
         queue_harm = q * t_prefill / G
         raw_harm_d = queue_harm + Bd * join

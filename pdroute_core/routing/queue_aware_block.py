@@ -142,13 +142,15 @@ def _decide_block(
     Q = given("prefill_queue_tokens", lambda: q * L)
     G = given("prefill_pool_gpus", lambda: 1.0)
     r = given("prefill_running_requests", lambda: np.where(q > 0.0, G, 0.0))
+    rate_c = given("colloc_prefill_tokens_per_s", lambda: 0.0)
+    rate_d = given("decode_prefill_tokens_per_s", lambda: 0.0)
     ttft_slo = given("ttft_slo_ms", lambda: math.inf)
     tpot_slo = given("tpot_slo_ms", lambda: math.inf)
     w = model.harm_weight
     (
         h, half_out, om1, join, u, total, nm1, rest, c_lin, i3B, f_full, step, in_flight,
         raw_c, t_ahead, remote, queue_harm, bd_join, raw_d, ratio_ttft_c, ratio_tpot_c,
-        ratio_ttft_d, ratio_tpot_d, sign, v0, v1, v2, v3, t1, t2,
+        ratio_ttft_d, ratio_tpot_d, sign, v0, v1, v2, v3, t1, t2, t3,
     ) = scratch.floats[:, :m]  # fmt: skip
     busy, mask, ok_c, ok_d, both, by_cost, less, inner, better = scratch.flags[:, :m]
     best, index, lookup = scratch.ints[:, :m]
@@ -213,7 +215,7 @@ def _decide_block(
     backlog *= t1
     backlog += in_flight
     np.subtract(ttft_c, backlog, out=own_c)
-    _tpot_into(model, B, K, L, half_out, P, c, c_lin, tpot_c, t1, t2)
+    _tpot_into(model, B, K, L, half_out, P, c, c_lin, rate_c, tpot_c, t1, t2, t3)
     np.multiply(om1, tpot_c, out=e2e_c)
     e2e_c += ttft_c
     np.multiply(B, u, out=raw_c)  # B * u * f(c, B) / c + B * join
@@ -240,7 +242,7 @@ def _decide_block(
     np.multiply(u, model._xfer, out=transfer)  # (L - h) * bytes per token / bandwidth
     np.add(t_prefill, transfer, out=remote)
     np.add(wait, remote, out=ttft_d)
-    _tpot_into(model, Bd, Kd, L, half_out, Pd, c, c_lin, tpot_d, t1, t2)
+    _tpot_into(model, Bd, Kd, L, half_out, Pd, c, c_lin, rate_d, tpot_d, t1, t2, t3)
     np.multiply(om1, tpot_d, out=e2e_d)
     e2e_d += ttft_d
     np.multiply(q, t_prefill, out=queue_harm)
@@ -320,11 +322,15 @@ def _tpot_into(
     pending: FloatArray,
     c: FloatArray,
     c_lin: FloatArray,
+    rate: FloatArray,
     out: FloatArray,
     t1: FloatArray,
     t2: FloatArray,
+    t3: FloatArray,
 ) -> None:
-    """``out = s(B + 1, K + L + O/2) + min(1, P / c) * f(c, B + 1)`` (``c_lin = i1 + i2 * c``)."""
+    """``out = min((s + min(1, P / c) * f) / (1 - rho), s + f)``, ``s = s(B + 1, K + L + O/2)``,
+    ``f = f(c, B + 1)``, ``rho = max(0, min(rate * f / c / 1000, f / (s + f)))`` (``c_lin = i1 + i2 * c``;
+    ``tpot_ms``)."""
     np.add(batch, 1.0, out=t1)
     np.multiply(t1, model._a1, out=out)
     out += model._a0
@@ -335,10 +341,21 @@ def _tpot_into(
     t1 *= model._i3
     t1 += c_lin
     t1 *= c
+    np.multiply(rate, t1, out=t3)  # rho = max(0, min(rate * f / c / 1000, f / (s + f)))
+    t3 /= c
+    t3 /= 1000.0
+    np.add(out, t1, out=t2)
+    np.divide(t1, t2, out=t2)
+    np.minimum(t3, t2, out=t3)
+    np.maximum(0.0, t3, out=t3)
+    np.subtract(1.0, t3, out=t3)
     np.divide(pending, c, out=t2)
     np.minimum(1.0, t2, out=t2)
     t2 *= t1
+    t1 += out  # s + f, the bound
     out += t2
+    out /= t3
+    np.minimum(out, t1, out=out)
 
 
 def _prefill_many(model: QueueAwareModel, tokens: FloatArray) -> FloatArray:
@@ -349,7 +366,7 @@ def _prefill_many(model: QueueAwareModel, tokens: FloatArray) -> FloatArray:
 class _Scratch:
     """Preallocated intermediates of one block: a row per name in ``_decide_block``."""
 
-    NUM_FLOATS = 30
+    NUM_FLOATS = 31
     NUM_FLAGS = 9
     NUM_INTS = 3
 

@@ -45,6 +45,12 @@ OPTIONAL_LOAD_INPUTS = (
 )
 # The inputs beyond the design's: each may be missing; a model states what it assumes then.
 OPTIONAL_INPUTS = (*OPTIONAL_LOAD_INPUTS, "cached_prompt_tokens", "ttft_slo_ms", "tpot_slo_ms")
+# Recent prefill rates (prompt tokens per second prefilled on the collocation GPU and on the
+# decode GPU). Optional too, but never listed in ``assumed``: without them the model is the one
+# before they existed (no prefill of later arrivals predicted), every answer bit for bit.
+OPTIONAL_RATE_INPUTS = ("colloc_prefill_tokens_per_s", "decode_prefill_tokens_per_s")
+# Every optional column of ``RouteColumns``.
+COLUMN_INPUTS = (*OPTIONAL_INPUTS, *OPTIONAL_RATE_INPUTS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,9 +73,14 @@ class RouteInputs:
     cached_prompt_tokens: int | None = None  # prompt tokens already in the decode GPU's prefix cache
     ttft_slo_ms: float | None = None  # time-to-first-token target
     tpot_slo_ms: float | None = None  # time-per-output-token target
+    # Prompt tokens per second prefilled recently on the collocation GPU / the decode GPU (the
+    # last second or two, as a gateway counts what it routed or a scrape of a counter sees it).
+    colloc_prefill_tokens_per_s: float | None = None
+    decode_prefill_tokens_per_s: float | None = None
 
     def missing(self) -> tuple[str, ...]:
-        """The optional inputs this request did not report, in ``OPTIONAL_INPUTS`` order."""
+        """The optional inputs this request did not report, in ``OPTIONAL_INPUTS`` order (the
+        rates of ``OPTIONAL_RATE_INPUTS`` are never listed: see there)."""
         return tuple(name for name in OPTIONAL_INPUTS if getattr(self, name) is None)
 
 
@@ -82,7 +93,7 @@ class RouteColumns:
     system_load: FloatArray
     decode_batch_size: FloatArray
     chunk_size: FloatArray
-    optional: dict[str, FloatArray]  # every name of OPTIONAL_INPUTS
+    optional: dict[str, FloatArray]  # every name of COLUMN_INPUTS
 
     @property
     def num_requests(self) -> int:
@@ -102,7 +113,7 @@ class RouteColumns:
             system_load=col("system_load"),
             decode_batch_size=col("decode_batch_size"),
             chunk_size=col("chunk_size"),
-            optional={name: col(name) for name in OPTIONAL_INPUTS},
+            optional={name: col(name) for name in COLUMN_INPUTS},
         )
 
     @classmethod
@@ -123,7 +134,7 @@ class RouteColumns:
         )
         L, out, load, dbs, chunk = (np.array(a, dtype=np.float64).ravel() for a in arrays)
         # One array per optional column: a caller may fill any of them in place.
-        return cls(L, out, load, dbs, chunk, {name: np.full(L.shape, math.nan) for name in OPTIONAL_INPUTS})
+        return cls(L, out, load, dbs, chunk, {name: np.full(L.shape, math.nan) for name in COLUMN_INPUTS})
 
 
 class Breakdown(Protocol):

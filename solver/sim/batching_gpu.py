@@ -40,6 +40,10 @@ from solver.sim.latency import StepLatency
 MIN_RUN_STEPS = 8
 MAX_RUN_STEPS = 4096
 PY_RUN_STEPS = 16
+# The window over which a GPU's recent prefill rate is measured for the gateway's view (ms): long
+# enough to hold several prompts' chunks at moderate load, short enough to follow load changes
+# within a request's decode (a few seconds).
+PREFILL_RATE_WINDOW_MS = 2000.0
 
 
 class BatchingGpu:
@@ -57,6 +61,8 @@ class BatchingGpu:
         "num_decoding",
         "output",
         "pending_prefill_tokens",
+        "prefill_log",
+        "prefill_log_tokens",
         "prefill_queue",
         "prompt",
         "run_ends",
@@ -95,6 +101,9 @@ class BatchingGpu:
         # Prompt tokens routed here for local prefill, not yet in a started step (the caller
         # adds a prompt when it routes it here; ``start`` takes each chunk off).
         self.pending_prefill_tokens = 0
+        # Prefill chunks started here, (start time ms, tokens), for ``prefill_tokens_per_s``.
+        self.prefill_log: deque[tuple[float, int]] = deque()
+        self.prefill_log_tokens = 0  # tokens held in prefill_log
         self.link_free_ms = 0.0  # when the KV link into this GPU is next free
         self.is_busy = False  # a step (or run) is in flight
         self.step_batch = 0  # decodes in the step in flight
@@ -117,6 +126,16 @@ class BatchingGpu:
         if ends is not None:  # a run in flight: which of its steps is running at t
             s = self.run_start + min(bisect_right(ends, t), len(ends) - 1) + 1
         return self.kv_offset_sum + self.num_decoding * s
+
+    def prefill_tokens_per_s(self, t: float, window_ms: float) -> float:
+        """Prompt tokens per second prefilled here in the steps started in ``(t - window_ms, t]``:
+        the past only, as a gateway counting what it routed or a scrape of an engine's counter
+        sees it. Entries older than the window are dropped (``t`` never decreases)."""
+        log = self.prefill_log
+        horizon = t - window_ms
+        while log and log[0][0] <= horizon:
+            self.prefill_log_tokens -= log.popleft()[1]
+        return self.prefill_log_tokens * 1000.0 / window_ms
 
     def add_prefill(self, rid: int) -> None:
         """Queue request ``rid``'s prompt for chunked prefill here."""
@@ -167,6 +186,9 @@ class BatchingGpu:
         else:
             dur = alone_ms
         self.pending_prefill_tokens -= chunk
+        if chunk:
+            self.prefill_log.append((t, chunk))
+            self.prefill_log_tokens += chunk
         self.step_prefilled = done_now
         self.run_steps = 1
         return t + dur

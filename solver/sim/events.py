@@ -35,7 +35,7 @@ import numpy as np
 
 from pdroute_core.routing.types import DISAGGREGATED
 from solver.errors import InvalidSimConfig
-from solver.sim.batching_gpu import BatchingGpu
+from solver.sim.batching_gpu import PREFILL_RATE_WINDOW_MS, BatchingGpu
 from solver.sim.calibrating import LearningPolicy
 from solver.sim.fleet import FleetConfig
 from solver.sim.latency import StepLatency
@@ -175,16 +175,19 @@ class RunState:
         colloc = self._least_loaded(self.colloc_pool)
         target = colloc if self.fleet.topology == "conditional" else self._least_loaded(self.decode_pool)
         load = colloc_kv = pending = waiting = 0
+        rate = target_rate = 0.0
         if colloc is not None:
             load = colloc.num_decoding
             colloc_kv = colloc.context_tokens(t)
             pending = colloc.pending_prefill_tokens
             waiting = len(colloc.waiting)
+            rate = colloc.prefill_tokens_per_s(t, PREFILL_RATE_WINDOW_MS)
         if target is colloc:
-            batch, target_kv, target_pending = load, colloc_kv, pending
+            batch, target_kv, target_pending, target_rate = load, colloc_kv, pending, rate
         elif target is not None:
             batch, target_kv = target.num_decoding, target.context_tokens(t)
             target_pending = target.pending_prefill_tokens
+            target_rate = target.prefill_tokens_per_s(t, PREFILL_RATE_WINDOW_MS)
         else:
             batch = target_kv = target_pending = 0
         num_prefill = self.fleet.num_prefill
@@ -206,6 +209,8 @@ class RunState:
             num_prefill,
             self.ttft_slo_ms,
             self.tpot_slo_ms,
+            rate,
+            target_rate,
         )
         self.views.append(view)
         if self.ask_policy:

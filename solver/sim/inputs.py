@@ -14,6 +14,10 @@ Every optional input is reported (the simulator knows them all), so the model as
 | colloc_context_tokens / decode_context_tokens | the same names |
 | cached_prompt_tokens | 0: the simulator has no prefix cache |
 | ttft_slo_ms / tpot_slo_ms | the run's SLO (None when infinite: no target) |
+| colloc_prefill_tokens_per_s / decode_prefill_tokens_per_s | the same names (each GPU's rate) |
+
+The prefill rates are each GPU's prompt tokens in the steps started over the last
+``PREFILL_RATE_WINDOW_MS`` (``BatchingGpu.prefill_tokens_per_s``): the past only.
 """
 
 from __future__ import annotations
@@ -50,4 +54,6 @@ def route_inputs(view: RouteView) -> RouteInputs:
         cached_prompt_tokens=0,
         ttft_slo_ms=_target(view.ttft_slo_ms),
         tpot_slo_ms=_target(view.tpot_slo_ms),
+        colloc_prefill_tokens_per_s=view.colloc_prefill_tokens_per_s,
+        decode_prefill_tokens_per_s=view.decode_prefill_tokens_per_s,
     )

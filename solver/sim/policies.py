@@ -76,6 +76,10 @@ class RouteView(NamedTuple):
     num_prefill_gpus: int = 0  # prefill GPUs in the fleet
     ttft_slo_ms: float = math.inf  # the run's TTFT target (ms)
     tpot_slo_ms: float = math.inf  # the run's TPOT target (ms)
+    # Prompt tokens per second prefilled on the collocation GPU / the decode target over the last
+    # ``PREFILL_RATE_WINDOW_MS`` (steps started then: the past only).
+    colloc_prefill_tokens_per_s: float = 0.0
+    decode_prefill_tokens_per_s: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,6 +19,7 @@ import app.params_store
 from app.route_codec import breakdown_terms
 from pdroute_core.routing import OPTIONAL_INPUTS, QueueAwareModel, RouteInputs, build_model
 from pdroute_core.routing.queue_aware import DEFAULT_HARM_WEIGHT
+from pdroute_core.routing.types import OPTIONAL_RATE_INPUTS
 from solver.errors import InvalidParams
 from solver.params import load_params
 from tests.app.conftest import LiveServer
@@ -168,6 +169,7 @@ BAD_NEW_INPUTS: list[tuple[str, Any, str]] = [
     ("prefill_pool_gpus", 0, "prefill_pool_gpus"),
     ("ttft_slo_ms", 0, "ttft_slo_ms"),
     ("tpot_slo_ms", 0.0, "tpot_slo_ms"),
+    *[(name, v, name) for name in OPTIONAL_RATE_INPUTS for v in (-1, -0.5, "3", True, 1e10)],
     ("cached_prompt_tokens", 1001, "cached_prompt_tokens: Value error, must be <= prompt_len (1000)"),
 ]
 

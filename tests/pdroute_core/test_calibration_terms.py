@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -102,3 +103,25 @@ def test_a_calibrated_model_decides_the_same_bits_one_by_one_and_vectorised(
 def test_queue_wait_scale_validated() -> None:
     with pytest.raises(ValueError, match="queue_wait_scale"):
         QueueAwareModel(_model().params, queue_wait_scale=0.0)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    x=inputs,
+    rates=st.tuples(st.floats(0.0, 1e6), st.floats(0.0, 1e6)),
+)
+def test_with_prefill_rates_the_split_sums_to_the_prediction(
+    x: RouteInputs, rates: tuple[float, float]
+) -> None:
+    # The stretch of the decode step by later prompts' chunks is the chunk term's: exact at k = 1.
+    x = dataclasses.replace(x, colloc_prefill_tokens_per_s=rates[0], decode_prefill_tokens_per_s=rates[1])
+    b = _model().decide(x)
+    for path, tpot in ((COLLOCATED, b.tpot_collocated_ms), (DISAGGREGATED, b.tpot_disaggregated_ms)):
+        parts = contributions(_model(), x, path).tpot
+        assert parts["decode"] + parts["chunk"] == pytest.approx(tpot, rel=1e-12)
+        plain = contributions(
+            _model(),
+            dataclasses.replace(x, colloc_prefill_tokens_per_s=None, decode_prefill_tokens_per_s=None),
+            path,
+        ).tpot
+        assert parts["decode"] == plain["decode"] and parts["chunk"] >= plain["chunk"] - 1e-12 * tpot

@@ -75,6 +75,43 @@ def test_collocated_terms_by_hand() -> None:
     assert b.harm_collocated_ms == pytest.approx(10 * 1000 * 0.01 + 10 * join)
 
 
+def test_a_prefill_rate_stretches_the_decode_step_by_hand() -> None:
+    # 10 decodes, K = 20,000, no prompt pending; 20,000 prompt tokens/s prefilled there lately.
+    x = RouteInputs(1000, 101, 10, 10, 256, pending_prefill_tokens=0, colloc_context_tokens=20_000)
+    step = 5.0 + 0.01 * 11 + 1e-5 * (20_000 + 1000 + 50.5)
+    chunk = 0.01 * 256  # f(256, 11) = 2.56 ms
+    # 20,000 / 256 chunks per second of 2.56 ms each: a fifth of the GPU's time is prefill.
+    rho = 20_000 * chunk / 256 / 1000
+    assert rho == pytest.approx(0.2) and rho < chunk / (step + chunk)  # below the cap
+    b = _model().decide(dataclasses.replace(x, colloc_prefill_tokens_per_s=20_000.0))
+    assert b.tpot_collocated_ms == pytest.approx(step / (1 - rho))
+    assert b.tpot_disaggregated_ms == _model().decide(x).tpot_disaggregated_ms  # the decode GPU's own rate
+    d = _model().decide(dataclasses.replace(x, decode_prefill_tokens_per_s=20_000.0))
+    assert d.tpot_disaggregated_ms == pytest.approx(
+        (5.0 + 0.01 * 11 + 1e-5 * (10 * 1000 + 1050.5)) / (1 - rho)
+    )
+    # Beyond what the GPU can prefill, capped where every step carries a full chunk: s + f.
+    capped = _model().decide(dataclasses.replace(x, colloc_prefill_tokens_per_s=1e9))
+    assert capped.tpot_collocated_ms == pytest.approx(step + chunk)
+    assert math.isfinite(capped.t_collocated_ms)
+    # Pending chunks and later ones share that bound: a full chunk pending already fills each step.
+    full = dataclasses.replace(x, pending_prefill_tokens=4096, colloc_prefill_tokens_per_s=20_000.0)
+    assert _model().decide(full).tpot_collocated_ms == pytest.approx(step + chunk)
+    half = dataclasses.replace(x, pending_prefill_tokens=64, colloc_prefill_tokens_per_s=5_000.0)
+    rho_half = 5_000 * chunk / 256 / 1000
+    assert _model().decide(half).tpot_collocated_ms == pytest.approx((step + 0.25 * chunk) / (1 - rho_half))
+
+
+def test_without_a_rate_every_answer_keeps_its_bits() -> None:
+    x = RouteInputs(1000, 101, 10, 10, 256, pending_prefill_tokens=300, colloc_context_tokens=20_000)
+    plain = _model().decide(x)
+    zero = _model().decide(
+        dataclasses.replace(x, colloc_prefill_tokens_per_s=0.0, decode_prefill_tokens_per_s=0.0)
+    )
+    assert zero == plain  # rho = 0: x / 1.0 == x, and the rates are not in ``assumed``
+    assert "colloc_prefill_tokens_per_s" not in plain.assumed
+
+
 def test_disaggregated_terms_by_hand() -> None:
     # 2 prefill GPUs, both busy, 3 requests holding 1,500 tokens waiting.
     b = _model().decide(
@@ -238,6 +275,8 @@ _request = st.builds(
     cached_prompt_tokens=st.one_of(st.none(), st.integers(0, 100_000)),
     ttft_slo_ms=st.one_of(st.none(), st.floats(1.0, 10_000.0)),
     tpot_slo_ms=st.one_of(st.none(), st.floats(1.0, 500.0)),
+    colloc_prefill_tokens_per_s=st.one_of(st.none(), st.floats(0.0, 1e7)),
+    decode_prefill_tokens_per_s=st.one_of(st.none(), st.floats(0.0, 1e7)),
 )
 
 
@@ -362,6 +401,8 @@ def test_decide_many_equals_decide_across_blocks(poisoned: bool, monkeypatch: py
         "cached_prompt_tokens": maybe(0, 512),
         "ttft_slo_ms": [None if v is None else float(v) for v in maybe(50, 3000)],
         "tpot_slo_ms": [None if v is None else float(v) for v in maybe(5, 100)],
+        "colloc_prefill_tokens_per_s": [None if v is None else v / 7.0 for v in maybe(0, 200_000)],
+        "decode_prefill_tokens_per_s": [None if v is None else v / 3.0 for v in maybe(0, 200_000)],
     }
     rows = [
         RouteInputs(

@@ -50,6 +50,22 @@ def test_chunked_prefill_packs_prompts_into_the_budget(latency: StepLatency) -> 
     assert gpu.end_step()[2] == [0, 1]
 
 
+def test_the_prefill_rate_counts_the_chunks_started_in_the_window(latency: StepLatency) -> None:
+    gpu = engine(latency, [300, 100], [2, 2], use_runs=False)
+    assert gpu.prefill_tokens_per_s(0.0, 1000.0) == 0.0
+    gpu.add_prefill(0)
+    gpu.add_prefill(1)
+    end = gpu.start(10.0)  # 256 tokens started at 10 ms
+    assert end is not None
+    gpu.end_step()
+    end2 = gpu.start(500.0)  # the last 144 at 500 ms
+    assert end2 is not None
+    assert gpu.prefill_tokens_per_s(600.0, 1000.0) == pytest.approx(400 / 1.0)
+    # Only the past window counts: at 1,200 ms the first chunk (10 ms) has left it.
+    assert gpu.prefill_tokens_per_s(1200.0, 1000.0) == pytest.approx(144 / 1.0)
+    assert gpu.prefill_tokens_per_s(1600.0, 1000.0) == 0.0
+
+
 def test_a_cut_run_ends_with_the_step_in_flight(latency: StepLatency) -> None:
     steps = MIN_RUN_STEPS + 20
     single = engine(latency, [512], [steps + 1], use_runs=False)

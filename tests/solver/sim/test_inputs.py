@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import math
 
-from pdroute_core.routing.types import OPTIONAL_INPUTS
+from pdroute_core.routing.types import COLUMN_INPUTS
 from solver.sim import RouteView
 from solver.sim.inputs import route_inputs
 
 
 def test_every_optional_input_is_reported_from_the_view() -> None:
-    view = RouteView(900, 120, 7, 9, 3, 512, 11_000, 1_500, 2, 13_000, 600, 2_700, 2, 1_800, 4, 800.0, 40.0)
+    view = RouteView(
+        900, 120, 7, 9, 3, 512, 11_000, 1_500, 2, 13_000, 600, 2_700, 2, 1_800, 4, 800.0, 40.0, 3_000.0, 500.0
+    )
     x = route_inputs(view)
     assert x.missing() == ()  # the model assumes nothing
     expected = {
@@ -30,9 +32,11 @@ def test_every_optional_input_is_reported_from_the_view() -> None:
         "cached_prompt_tokens": 0,
         "ttft_slo_ms": 800.0,
         "tpot_slo_ms": 40.0,
+        "colloc_prefill_tokens_per_s": 3_000.0,
+        "decode_prefill_tokens_per_s": 500.0,
     }
     assert {name: getattr(x, name) for name in expected} == expected
-    assert set(OPTIONAL_INPUTS) < set(expected)
+    assert set(COLUMN_INPUTS) < set(expected)
 
 
 def test_an_infinite_slo_is_no_target() -> None:

@@ -209,6 +209,8 @@ def test_policies_see_only_what_a_gateway_sees(profile: ProfileResult, mixed_wor
         "num_prefill_gpus",
         "ttft_slo_ms",
         "tpot_slo_ms",
+        "colloc_prefill_tokens_per_s",
+        "decode_prefill_tokens_per_s",
     ]
     spy = Spy()
     fleet = FleetConfig(num_prefill=1, num_decode=3, chunk_size=256)
@@ -222,4 +224,7 @@ def test_policies_see_only_what_a_gateway_sees(profile: ProfileResult, mixed_wor
     assert {v.chunk_size for v in spy.views} == {256}
     assert {(v.ttft_slo_ms, v.tpot_slo_ms) for v in spy.views} == {(1000.0, 50.0)}  # the run's SLO
     assert {v.num_prefill_gpus for v in spy.views} == {1}
+    # Collocated requests were prefilled locally: their chunks show as a recent prefill rate.
+    rates = [v.colloc_prefill_tokens_per_s for v in spy.views]
+    assert rates[0] == 0.0 and max(rates) > 0.0 and min(rates) >= 0.0
     assert rec.is_disaggregated.tolist() == [i % 2 == 0 for i in range(mixed_workload.num_requests)]

@@ -163,7 +163,12 @@ def test_every_view_field_equals_a_recount(
 def test_view_row_order_matches_route_view() -> None:
     names = list(RouteView._fields)
     assert tuple(names[: len(VIEW_ROW)]) == VIEW_ROW
-    assert names[len(VIEW_ROW) :] == ["ttft_slo_ms", "tpot_slo_ms"]
+    assert names[len(VIEW_ROW) :] == [
+        "ttft_slo_ms",
+        "tpot_slo_ms",
+        "colloc_prefill_tokens_per_s",
+        "decode_prefill_tokens_per_s",
+    ]
 
 
 def test_context_of_one_decode_grows_by_one_token_per_step(profile: ProfileResult) -> None:
