@@ -41,7 +41,7 @@ def servers() -> Iterator[dict[str, EngineServer]]:
         "negative": EngineServer(sglang_text(queue=-4.0)),
     }
     started["err500"].status = 503
-    started["slow"].delay_s = 2.0
+    started["slow"].delay_s = 3.0
     yield started
     for server in started.values():
         server.stop()
@@ -63,7 +63,8 @@ ALL_MIXED = ("m0", "garbage", "err500", "slow", "nan", "negative")
 
 
 def make(path: Path, clock: FakeClock, registry: CollectorRegistry) -> EngineScraper:
-    settings = ScrapeSettings(timeout_s=0.2, stale_s=2.0)
+    # 1 s: far past a loopback answer even on a busy machine, and well short of "slow"'s 3 s.
+    settings = ScrapeSettings(timeout_s=1.0, stale_s=2.0)
     return EngineScraper(path, settings, ScrapeMetrics(registry), clock)
 
 
