@@ -13,12 +13,17 @@ What feeds what (the table in ``docs/integration.md``):
 - collocation GPU (``colloc_target``, else the decode target when it is in ``mixed``):
   ``system_load`` = running, ``colloc_context_tokens`` = KV tokens in use,
   ``pending_prefill_tokens`` where published.
+- prefill rates: ``colloc_prefill_tokens_per_s`` = the collocation GPU's
+  ``prefill_tokens_per_s``, ``decode_prefill_tokens_per_s`` = the decode target's: the rate of
+  the engine's prompt-token counter between its last two readings (``with_rate``, computed
+  when a reading is stored, not per request).
 - prefill (``prefill_target``, else every fresh endpoint of pool ``prefill``):
   ``prefill_queue_requests`` = sum of waiting, ``prefill_running_requests`` = sum of running,
   ``prefill_pool_gpus`` = number of fresh endpoints, ``prefill_queue_tokens`` only when every one
   of them publishes its waiting prompt tokens.
 
-Values are rounded to whole counts and capped at the request schema's limits.
+Counts are rounded to whole numbers, rates (tokens/s) kept as measured; all are capped at the
+request schema's limits.
 """
 
 from __future__ import annotations
@@ -31,10 +36,11 @@ from typing import Any
 
 from app.engines.config import Fleet, PoolName
 from app.engines.sample import EngineSample
-from pdroute_core.routing.types import OPTIONAL_LOAD_INPUTS
+from pdroute_core.routing.types import OPTIONAL_LOAD_INPUTS, OPTIONAL_RATE_INPUTS
 
 # The load inputs a scrape can fill, in the order the answer lists their sources.
-ENGINE_FIELDS = ("system_load", "decode_batch_size", *OPTIONAL_LOAD_INPUTS)
+ENGINE_FIELDS = ("system_load", "decode_batch_size", *OPTIONAL_LOAD_INPUTS, *OPTIONAL_RATE_INPUTS)
+_RATES = frozenset(OPTIONAL_RATE_INPUTS)
 # What the service assumes for the two design inputs when neither the caller nor a fresh
 # scrape gives them: an idle collocation GPU (as the queue-aware model assumes empty queues)
 # and RouteInputs' own default decode batch.
@@ -46,10 +52,32 @@ ASSUMED: dict[str, Any] = {"source": "assumed"}
 
 @dataclass(frozen=True, slots=True)
 class Reading:
-    """One endpoint's sample and the monotonic time (s) it was taken."""
+    """One endpoint's sample, the monotonic time (s) it was taken and its prefill rate.
+
+    ``prefill_tokens_per_s`` is set by ``with_rate`` when the reading is stored (None: unknown).
+    """
 
     sample: EngineSample
     taken_at: float
+    prefill_tokens_per_s: float | None = None
+
+
+def with_rate(reading: Reading, previous: Reading | None, stale_s: float) -> Reading:
+    """``reading`` with its prefill rate: (counter now - counter before) / (time between the two
+    readings), in prompt tokens per second, from the ``prompt_tokens_total`` counter.
+
+    Unknown (None) on the first reading, when either reading lacks the counter, when the counter
+    went down (the engine restarted), or when the previous reading was already stale (older than
+    ``stale_s``) when this one was taken; this reading's own staleness is judged at fill time.
+    """
+    if previous is None:
+        return reading
+    now_count = reading.sample.prompt_tokens_total
+    before = previous.sample.prompt_tokens_total
+    elapsed = reading.taken_at - previous.taken_at
+    if now_count is None or before is None or now_count < before or not 0.0 < elapsed <= stale_s:
+        return reading
+    return dataclasses.replace(reading, prefill_tokens_per_s=(now_count - before) / elapsed)
 
 
 @dataclass(frozen=True)
@@ -98,6 +126,11 @@ def _count(value: float, cap: int) -> int:
     return min(int(value + 0.5), cap)
 
 
+def _value(field: str, value: float, cap: float) -> float:
+    """A rate as measured, anything else rounded to a whole count; capped at ``cap``."""
+    return min(value, cap) if field in _RATES else _count(value, int(cap))
+
+
 Group = tuple[tuple[str, ...], str, float]  # the fields one reading (or pool) gave, its name, taken_at
 
 
@@ -105,7 +138,7 @@ Group = tuple[tuple[str, ...], str, float]  # the fields one reading (or pool) g
 class Filled:
     """What a snapshot gives one set of targets: values, where from, and until when it holds."""
 
-    values: dict[str, int]  # field -> value (whole counts, capped at the schema's limits)
+    values: dict[str, float]  # field -> value: counts whole, rates tokens/s; capped
     groups: tuple[Group, ...]
     computed_at: float  # monotonic s
     valid_until: float  # monotonic s: after it a reading used here has gone stale
@@ -124,13 +157,13 @@ class Filled:
 
 
 def fill(
-    snapshot: FleetSnapshot, targets: Targets, now: float, stale_s: float, caps: Mapping[str, int]
+    snapshot: FleetSnapshot, targets: Targets, now: float, stale_s: float, caps: Mapping[str, float]
 ) -> Filled:
     """The engine fields fresh readings give ``targets`` at ``now`` (readings older than
     ``stale_s`` are ignored). Fields the scrape cannot give (stale, unpublished, no target) are absent.
     """
     readings = snapshot.readings
-    values: dict[str, int] = {}
+    values: dict[str, float] = {}
     groups: list[Group] = []
     oldest_used = math.inf
 
@@ -146,7 +179,7 @@ def fill(
         nonlocal oldest_used
         fields = tuple(field for field, value in found.items() if value is not None)
         for field in fields:
-            values[field] = _count(found[field] or 0.0, caps[field])
+            values[field] = _value(field, found[field] or 0.0, caps[field])
         if fields:
             groups.append((fields, name, taken_at))
             oldest_used = min(oldest_used, taken_at)
@@ -160,6 +193,7 @@ def fill(
             decode_batch_size=None if s.running is None else s.running + (s.decode_incoming or 0.0),
             decode_context_tokens=s.kv_used_tokens,
             decode_pending_prefill_tokens=s.pending_prefill_tokens,
+            decode_prefill_tokens_per_s=decode.prefill_tokens_per_s,
         )
 
     colloc_id = targets.colloc
@@ -174,6 +208,7 @@ def fill(
             system_load=s.running,
             colloc_context_tokens=s.kv_used_tokens,
             pending_prefill_tokens=s.pending_prefill_tokens,
+            colloc_prefill_tokens_per_s=colloc.prefill_tokens_per_s,
         )
 
     if targets.prefill is not None:
@@ -209,7 +244,7 @@ MAX_CACHED_TARGETS = 4096
 
 
 def cached_fill(
-    snapshot: FleetSnapshot, targets: Targets, now: float, stale_s: float, caps: Mapping[str, int]
+    snapshot: FleetSnapshot, targets: Targets, now: float, stale_s: float, caps: Mapping[str, float]
 ) -> Filled:
     """``fill``, memoised on the snapshot per targets while every reading it used stays fresh.
 

@@ -1,8 +1,9 @@
 """A ``custom`` endpoint: the operator names, per signal, the metric (and label filter) to read.
 
 Each configured signal is the sum of the matching series times its ``scale``. ``kv_used_tokens``
-may also come as ``kv_usage_fraction`` x ``kv_capacity_tokens``. Signals not configured stay
-missing.
+may also come as ``kv_usage_fraction`` x ``kv_capacity_tokens``. ``prompt_tokens_total`` names a
+counter of prompt tokens prefilled: its rate between readings fills the prefill-rate inputs.
+Signals not configured stay missing.
 """
 
 from __future__ import annotations
@@ -34,4 +35,5 @@ def read(reader: Reader, spec: CustomSpec) -> EngineSample:
         pending_prefill_tokens=values.get("pending_prefill_tokens"),
         queue_prompt_tokens=values.get("queue_prompt_tokens"),
         kv_transfer_gbps=values.get("kv_transfer_gbps"),
+        prompt_tokens_total=values.get("prompt_tokens_total"),
     )

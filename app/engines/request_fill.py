@@ -24,11 +24,13 @@ from app.engines.autofill import (
     target_errors,
 )
 from app.schemas import RouteRequest
-from pdroute_core.bounds import MAX_GPUS, MAX_LOAD, MAX_TOKENS
+from pdroute_core.bounds import MAX_GPUS, MAX_LOAD, MAX_TOKENS, MAX_TOKENS_PER_S
+from pdroute_core.routing.types import OPTIONAL_RATE_INPUTS
 
 # The request schema's upper bound of each field a scrape can fill.
-CAPS = {
+CAPS: dict[str, float] = {
     **dict.fromkeys(ENGINE_FIELDS, MAX_TOKENS),
+    **dict.fromkeys(OPTIONAL_RATE_INPUTS, MAX_TOKENS_PER_S),
     **dict.fromkeys(
         ("system_load", "decode_batch_size", "prefill_queue_requests", "prefill_running_requests"), MAX_LOAD
     ),
@@ -63,7 +65,7 @@ class RequestFiller:
         snapshot: FleetSnapshot | None,
         now: float,
         loc: tuple[str | int, ...] = (),
-    ) -> tuple[dict[str, int], Sources]:
+    ) -> tuple[dict[str, float], Sources]:
         """The load fields to fill (the caller's values win) and where every load field came from.
 
         Fields neither sent nor scraped are left to ``route_inputs``'s assumptions. The values

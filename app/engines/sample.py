@@ -29,6 +29,7 @@ SIGNALS = (
     "pending_prefill_tokens",  # prompt tokens admitted and not yet prefilled
     "queue_prompt_tokens",  # prompt tokens of the waiting requests
     "kv_transfer_gbps",  # measured KV transfer speed, GB/s (reported, not fed to the model)
+    "prompt_tokens_total",  # counter: prompt tokens prefilled since the engine started (its rate is used)
 )
 
 Series = dict[str, list[tuple[dict[str, str], float]]]  # sample name -> (labels, value) per series
@@ -68,6 +69,7 @@ class EngineSample:
     pending_prefill_tokens: float | None = None
     queue_prompt_tokens: float | None = None
     kv_transfer_gbps: float | None = None
+    prompt_tokens_total: float | None = None  # a counter: its rate between readings is used
     problems: tuple[str, ...] = ()  # series refused (NaN, negative, ...), one line each
 
 
@@ -155,6 +157,7 @@ class Reader:
         pending_prefill_tokens: float | None = None,
         queue_prompt_tokens: float | None = None,
         kv_transfer_gbps: float | None = None,
+        prompt_tokens_total: float | None = None,
     ) -> EngineSample:
         """The sample of these values, with the problems met while reading them."""
         return EngineSample(
@@ -165,6 +168,7 @@ class Reader:
             pending_prefill_tokens,
             queue_prompt_tokens,
             kv_transfer_gbps,
+            prompt_tokens_total,
             tuple(self.problems),
         )
 

@@ -24,7 +24,7 @@ from pathlib import Path
 import httpx
 from prometheus_client import CollectorRegistry
 
-from app.engines.autofill import FleetSnapshot, Reading
+from app.engines.autofill import FleetSnapshot, Reading, with_rate
 from app.engines.config import Endpoint, Fleet, InvalidEngines, load_fleet
 from app.engines.kinds import read_exposition
 from app.engines.metrics import ScrapeMetrics
@@ -124,8 +124,8 @@ class EngineScraper:
             return
         readings = dict(current.readings)
         for endpoint, reading in zip(endpoints, results, strict=True):
-            if reading is not None:
-                readings[endpoint.id] = reading
+            if reading is not None:  # its prefill rate against the reading it replaces, once here
+                readings[endpoint.id] = with_rate(reading, readings.get(endpoint.id), self.settings.stale_s)
         self.snapshot = FleetSnapshot(fleet, readings)
 
     async def _scrape_one(

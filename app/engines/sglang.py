@@ -12,6 +12,9 @@ exporting scheduler, labelled ``model_name`` (and the parallel ranks); the pod's
   ``sglang:token_usage`` (0..1) x ``sglang:max_total_num_tokens`` (the KV pool in tokens)
 - ``sglang:kv_transfer_speed_gb_s`` -> ``kv_transfer_gbps`` (reported only: the model's transfer
   rate is the fitted bandwidth in the params)
+- ``sglang:prompt_tokens_total`` (a counter of the tokenizer manager's
+  ``TokenizerMetricsCollector``: prompt tokens prefilled) -> ``prompt_tokens_total``; its rate
+  between two readings is the GPU's prefill rate
 
 SGLang publishes no count of prompt tokens waiting or not yet prefilled: those stay missing.
 """
@@ -29,6 +32,7 @@ USED_TOKENS = "sglang:num_used_tokens"
 TOKEN_USAGE = "sglang:token_usage"
 MAX_TOKENS = "sglang:max_total_num_tokens"
 TRANSFER_SPEED = "sglang:kv_transfer_speed_gb_s"
+PROMPT_TOKENS = "sglang:prompt_tokens_total"
 NAMES = frozenset(
     (
         RUNNING,
@@ -40,6 +44,7 @@ NAMES = frozenset(
         TOKEN_USAGE,
         MAX_TOKENS,
         TRANSFER_SPEED,
+        PROMPT_TOKENS,
     )
 )
 
@@ -65,4 +70,5 @@ def read(reader: Reader) -> EngineSample:
         decode_incoming=add(reader.total(DECODE_TRANSFER), reader.total(DECODE_PREALLOC)),
         kv_used_tokens=kv_used_tokens(reader),
         kv_transfer_gbps=reader.total(TRANSFER_SPEED),
+        prompt_tokens_total=reader.total(PROMPT_TOKENS),
     )

@@ -1,11 +1,13 @@
 """vLLM (V1 engine) ``/metrics``: what it publishes and how it maps to an ``EngineSample``.
 
-Gauges (``vllm/v1/metrics/loggers.py``), one series per engine core, labelled ``engine`` (the
+Gauges and one counter (``vllm/v1/metrics/loggers.py``), one series per engine core, labelled ``engine`` (the
 data-parallel rank) and ``model_name``; the pod's load is the sum over engines:
 
 - ``vllm:num_requests_running``: requests in the running batch -> ``running``
 - ``vllm:num_requests_waiting``: requests queued -> ``waiting``
 - ``vllm:kv_cache_usage_perc``: KV blocks in use, a fraction 0..1 (despite the name)
+- ``vllm:prompt_tokens_total``: counter of prompt tokens prefilled (``vllm:prompt_tokens`` in the
+  source) -> ``prompt_tokens_total``; its rate between two readings is the GPU's prefill rate
 - ``vllm:cache_config_info``: value 1, the cache config as labels; ``num_gpu_blocks`` x
   ``block_size`` is the KV capacity in tokens (per engine when it carries ``engine``)
 
@@ -22,7 +24,8 @@ RUNNING = "vllm:num_requests_running"
 WAITING = "vllm:num_requests_waiting"
 KV_USAGE = "vllm:kv_cache_usage_perc"
 CACHE_CONFIG = "vllm:cache_config_info"
-NAMES = frozenset((RUNNING, WAITING, KV_USAGE, CACHE_CONFIG))
+PROMPT_TOKENS = "vllm:prompt_tokens_total"
+NAMES = frozenset((RUNNING, WAITING, KV_USAGE, CACHE_CONFIG, PROMPT_TOKENS))
 
 
 def _capacity_tokens(labels: dict[str, str]) -> float | None:
@@ -61,4 +64,5 @@ def read(reader: Reader) -> EngineSample:
         running=reader.total(RUNNING),
         waiting=reader.total(WAITING),
         kv_used_tokens=kv_used_tokens(reader),
+        prompt_tokens_total=reader.total(PROMPT_TOKENS),
     )

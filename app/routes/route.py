@@ -65,7 +65,7 @@ class RouteDefaults:
 
 
 def route_inputs(
-    req: RouteRequest, defaults: RouteDefaults, filled: Mapping[str, int] | None = None
+    req: RouteRequest, defaults: RouteDefaults, filled: Mapping[str, float] | None = None
 ) -> RouteInputs:
     """The model's inputs for one parsed request, the service's defaults applied.
 
@@ -97,7 +97,10 @@ def route_inputs(
         colloc_prefill_tokens_per_s=req.colloc_prefill_tokens_per_s,
         decode_prefill_tokens_per_s=req.decode_prefill_tokens_per_s,
     )
-    return dataclasses.replace(inputs, **filled) if filled else inputs
+    if not filled:
+        return inputs
+    changes: dict[str, Any] = dict(filled)  # counts (int) and rates (float), each its field's type
+    return dataclasses.replace(inputs, **changes)
 
 
 def decide(model: DecisionModel, req: RouteRequest, defaults: RouteDefaults) -> tuple[RouteInputs, Any]:

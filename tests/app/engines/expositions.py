@@ -21,8 +21,10 @@ def vllm_text(
     waiting: tuple[float, ...] = (2.0, 1.0),
     kv_usage: tuple[float, ...] = (0.25, 0.125),
     num_gpu_blocks: str = "8192",
+    prompt_tokens: tuple[float, float] = (123456.0, 65432.0),
 ) -> str:
-    """A two-engine (data-parallel) vLLM V1 pod: one series per engine, labelled engine and model_name."""
+    """A two-engine (data-parallel) vLLM V1 pod: one series per engine, labelled engine and model_name
+    (``prompt_tokens``: each engine's prompt-token counter)."""
 
     def gauge(name: str, doc: str, values: tuple[float, ...]) -> str:
         lines = [f"# HELP {name} {doc}", f"# TYPE {name} gauge"]
@@ -39,8 +41,12 @@ def vllm_text(
         + "# HELP vllm:prompt_tokens_total Number of prefill tokens processed.\n"
         + "# TYPE vllm:prompt_tokens_total counter\n"
         + "".join(
-            f'vllm:prompt_tokens_total{{engine="{i}",model_name="{MODEL}"}} 123456.0\n' for i in range(2)
+            f'vllm:prompt_tokens_total{{engine="{i}",model_name="{MODEL}"}} {v!r}\n'
+            for i, v in enumerate(prompt_tokens)
         )
+        + "# HELP vllm:generation_tokens_total Number of generation tokens processed.\n"
+        + "# TYPE vllm:generation_tokens_total counter\n"
+        + f'vllm:generation_tokens_total{{engine="0",model_name="{MODEL}"}} 98765.0\n'
         + "# HELP vllm:time_to_first_token_seconds Histogram of time to first token in seconds.\n"
         + "# TYPE vllm:time_to_first_token_seconds histogram\n"
         + f'vllm:time_to_first_token_seconds_bucket{{engine="0",le="0.1",model_name="{MODEL}"}} 3.0\n'
@@ -62,8 +68,10 @@ def sglang_text(
     used_tokens: str = "30000.0",
     transfer: float = 2.0,
     prealloc: float = 1.0,
+    prompt_tokens: float = 8128902.0,
 ) -> str:
-    """An SGLang scheduler's gauges (SchedulerMetricsCollector), labelled as SGLang labels them."""
+    """An SGLang scheduler's gauges (SchedulerMetricsCollector), labelled as SGLang labels them, and
+    the tokenizer manager's prompt-token counter (TokenizerMetricsCollector, model_name only)."""
     labels = f'engine_type="unified",model_name="{MODEL}",pp_rank="0",tp_rank="0"'
     rows = (
         ("sglang:num_running_reqs", "The number of running requests.", f"{running!r}"),
@@ -89,7 +97,17 @@ def sglang_text(
         ("sglang:kv_transfer_speed_gb_s", "The transfer speed of the KV cache in GB/s.", "21.5"),
         ("sglang:gen_throughput", "The generation throughput (token/s).", "1830.2"),
     )
-    return "".join(f"# HELP {n} {doc}\n# TYPE {n} gauge\n{n}{{{labels}}} {v}\n" for n, doc, v in rows)
+    gauges = "".join(f"# HELP {n} {doc}\n# TYPE {n} gauge\n{n}{{{labels}}} {v}\n" for n, doc, v in rows)
+    return (
+        gauges
+        + "# HELP sglang:prompt_tokens_total Number of prefill tokens processed.\n"
+        + "# TYPE sglang:prompt_tokens_total counter\n"
+        + f'sglang:prompt_tokens_total{{model_name="{MODEL}"}} {prompt_tokens!r}\n'
+        + f'sglang:prompt_tokens_created{{model_name="{MODEL}"}} 1.7645e+09\n'
+        + "# HELP sglang:generation_tokens_total Number of generation tokens processed.\n"
+        + "# TYPE sglang:generation_tokens_total counter\n"
+        + f'sglang:generation_tokens_total{{model_name="{MODEL}"}} 7557572.0\n'
+    )
 
 
 def trtllm_text(running: float = 6.0, waiting: float = 3.0, used_blocks: float = 300.0) -> str:

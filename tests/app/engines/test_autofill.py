@@ -30,7 +30,7 @@ def snapshot(taken: dict[str, float]) -> FleetSnapshot:
     return FleetSnapshot(FLEET, {i: Reading(samples[i], t) for i, t in taken.items()})
 
 
-def values(out: Filled) -> dict[str, int]:
+def values(out: Filled) -> dict[str, float]:
     return out.values
 
 

@@ -14,6 +14,10 @@ myengine_queue_tokens 4096
 myengine_kv_frac 0.5
 # TYPE myengine_kv_cap gauge
 myengine_kv_cap 100000
+# HELP myengine_prefilled_tokens_total Prompt tokens prefilled.
+# TYPE myengine_prefilled_tokens_total counter
+myengine_prefilled_tokens_total{gpu="0"} 52000
+myengine_prefilled_tokens_created{gpu="0"} 1.7645e+09
 """
 
 
@@ -37,3 +41,12 @@ def test_scale_and_absent_metric() -> None:
     )
     s = custom.read(Reader(parse_series(TEXT)), spec)
     assert (s.kv_used_tokens, s.running) == (50000.0, None)
+
+
+def test_an_operator_named_prompt_token_counter() -> None:
+    spec: custom.CustomSpec = (
+        ("prompt_tokens_total", "myengine_prefilled_tokens_total", (("gpu", "0"),), 1.0),
+    )
+    s = custom.read(Reader(parse_series(TEXT)), spec)
+    assert s.prompt_tokens_total == 52000.0
+    assert s.running is None

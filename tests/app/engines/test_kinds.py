@@ -29,7 +29,8 @@ def test_filtered_reading_equals_the_full_parse(kind: EngineKind, text: str, rea
 def test_histograms_and_other_metrics_are_dropped_before_parsing() -> None:
     kept = select_lines(vllm_text(), vllm.NAMES)
     assert "vllm:num_requests_running{" in kept
-    assert "time_to_first_token" not in kept and "prompt_tokens_total" not in kept
+    assert "vllm:prompt_tokens_total{" in kept  # the counter whose rate is the prefill rate
+    assert "time_to_first_token" not in kept and "generation_tokens_total" not in kept
     # A name that merely starts like a wanted one is not kept.
     assert select_lines("vllm:num_requests_running_extra 1\n", vllm.NAMES).strip() == ""
 

@@ -39,3 +39,9 @@ def test_nan_used_tokens_is_refused_not_replaced() -> None:
     s = read(sglang_text(used_tokens="NaN"))
     assert s.kv_used_tokens is None
     assert any("num_used_tokens" in p for p in s.problems)
+
+
+def test_prompt_token_counter_is_read_and_its_created_sample_ignored() -> None:
+    s = read(sglang_text(prompt_tokens=8128902.0))
+    assert s.prompt_tokens_total == 8128902.0
+    assert read(sglang_text(prompt_tokens=17.0)).prompt_tokens_total == 17.0

@@ -63,3 +63,15 @@ def test_nan_negative_or_impossible_values_are_refused(
     assert getattr(s, field) is None
     assert s.problems  # and said why
     assert s.waiting == VLLM_WAITING  # the other signals still count
+
+
+def test_prompt_token_counters_are_summed_over_engines() -> None:
+    s = read(vllm_text(prompt_tokens=(1000.0, 250.0)))
+    assert s.prompt_tokens_total == 1250.0
+
+
+def test_a_pod_without_the_prompt_token_counter_leaves_it_missing() -> None:
+    text = "".join(line + "\n" for line in vllm_text().splitlines() if "prompt_tokens" not in line)
+    s = read(text)
+    assert s.prompt_tokens_total is None
+    assert s.running == VLLM_RUNNING
