@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
-from app.engines.autofill import Filled, FleetSnapshot, Reading, Targets, cached_fill, fill, target_errors
+from app.engines.autofill import (
+    Filled,
+    FleetSnapshot,
+    Reading,
+    Targets,
+    cached_fill,
+    fill,
+    target_errors,
+    with_rate,
+)
 from app.engines.config import fleet_from
 from app.engines.request_fill import CAPS
 from app.engines.sample import EngineSample
@@ -95,3 +104,62 @@ def test_cached_fill_holds_while_every_reading_used_is_fresh() -> None:
     )
     gone = cached_fill(snap, Targets(decode="m0"), 3.6, 2.0, CAPS)
     assert gone.values == {}  # everything stale
+
+
+def counted(tokens: float | None, at: float) -> Reading:
+    return Reading(EngineSample(running=1.0, prompt_tokens_total=tokens), at)
+
+
+def test_the_rate_is_the_counter_increase_over_the_time_between_readings() -> None:
+    first = with_rate(counted(10_000.0, 50.0), None, 2.0)
+    assert first.prefill_tokens_per_s is None  # first reading: nothing to compare with
+    second = with_rate(counted(13_000.0, 50.25), first, 2.0)
+    assert second.prefill_tokens_per_s == 3000.0 / 0.25
+    idle = with_rate(counted(13_000.0, 50.5), second, 2.0)
+    assert idle.prefill_tokens_per_s == 0.0  # an idle GPU prefills nothing: a known zero
+    assert idle.sample == second.sample and idle.taken_at == 50.5  # the reading itself unchanged
+
+
+def test_a_reset_a_stale_previous_or_a_missing_counter_gives_no_rate() -> None:
+    before = counted(13_000.0, 50.0)
+    assert with_rate(counted(200.0, 50.5), before, 2.0).prefill_tokens_per_s is None  # engine restarted
+    assert with_rate(counted(20_000.0, 52.5), before, 2.0).prefill_tokens_per_s is None  # 2.5 s > 2 s
+    assert with_rate(counted(20_000.0, 52.0), before, 2.0).prefill_tokens_per_s == 3500.0  # 2 s: fresh
+    assert with_rate(counted(None, 50.5), before, 2.0).prefill_tokens_per_s is None
+    assert with_rate(counted(20_000.0, 50.5), counted(None, 50.0), 2.0).prefill_tokens_per_s is None
+    assert with_rate(counted(20_000.0, 50.0), before, 2.0).prefill_tokens_per_s is None  # no time between
+
+
+def test_rates_feed_the_collocation_and_decode_fields_and_age_out() -> None:
+    decode = with_rate(counted(900.0, 9.5), counted(400.0, 9.0), 2.0)
+    colloc = with_rate(counted(2500.0, 10.0), counted(2000.0, 9.75), 2.0)
+    snap = FleetSnapshot(FLEET, {"d0": decode, "m0": colloc})
+    out = fill(snap, Targets(decode="d0", colloc="m0"), 10.5, 2.0, CAPS)
+    assert out.values["decode_prefill_tokens_per_s"] == 1000.0
+    assert out.values["colloc_prefill_tokens_per_s"] == 2000.0
+    sources = out.sources(10.5)
+    assert sources["decode_prefill_tokens_per_s"] == {"source": "scrape", "endpoint": "d0", "age_ms": 1000.0}
+    assert sources["colloc_prefill_tokens_per_s"]["endpoint"] == "m0"
+    # A mixed decode target is its own collocation GPU: one rate feeds both.
+    mixed = fill(snap, Targets(decode="m0"), 10.5, 2.0, CAPS).values
+    assert mixed["decode_prefill_tokens_per_s"] == mixed["colloc_prefill_tokens_per_s"] == 2000.0
+    # Once the decode reading is stale its rate is missing, like its other fields.
+    later = fill(snap, Targets(decode="d0", colloc="m0"), 11.75, 2.0, CAPS).values
+    assert "decode_prefill_tokens_per_s" not in later and later["colloc_prefill_tokens_per_s"] == 2000.0
+
+
+def test_a_rate_is_kept_as_measured_and_capped() -> None:
+    fast = with_rate(counted(1e12, 1.0), counted(0.0, 0.5), 2.0)
+    slow = with_rate(counted(0.4, 1.0), counted(0.0, 0.5), 2.0)
+    assert (
+        fill(FleetSnapshot(FLEET, {"m0": fast}), Targets(decode="m0"), 1.0, 2.0, CAPS).values[
+            "colloc_prefill_tokens_per_s"
+        ]
+        == CAPS["colloc_prefill_tokens_per_s"]
+    )
+    assert (
+        fill(FleetSnapshot(FLEET, {"m0": slow}), Targets(decode="m0"), 1.0, 2.0, CAPS).values[
+            "colloc_prefill_tokens_per_s"
+        ]
+        == 0.8  # not rounded to a whole count
+    )

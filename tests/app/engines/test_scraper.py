@@ -178,3 +178,23 @@ def test_run_scrapes_until_cancelled_and_picks_up_a_changed_file(
                 await task
 
     asyncio.run(scenario())
+
+
+def test_each_stored_reading_carries_the_prefill_rate_since_the_one_it_replaces(
+    tmp_path: Path, servers: dict[str, EngineServer]
+) -> None:
+    clock, registry = FakeClock(), CollectorRegistry()
+    scraper = make(write_fleet(tmp_path / "e.json", servers, ("m0",)), clock, registry)
+    servers["m0"].text = vllm_text(prompt_tokens=(1000.0, 0.0))
+    asyncio.run(one_round(scraper))
+    assert scraper.snapshot.readings["m0"].prefill_tokens_per_s is None  # the first reading
+    servers["m0"].text = vllm_text(prompt_tokens=(1500.0, 250.0))  # both engines' series summed
+    clock.now = 100.5
+    asyncio.run(one_round(scraper))
+    assert scraper.snapshot.readings["m0"].prefill_tokens_per_s == 750.0 / 0.5
+    # SGLang's counter the same way (p0 serves a constant counter: an idle GPU).
+    assert scraper.snapshot.readings["p0"].prefill_tokens_per_s == 0.0
+    servers["m0"].text = vllm_text(prompt_tokens=(10.0, 0.0))  # the engine restarted
+    clock.now = 101.0
+    asyncio.run(one_round(scraper))
+    assert scraper.snapshot.readings["m0"].prefill_tokens_per_s is None
