@@ -104,10 +104,10 @@ FROM_SCRAPE = (
 UNPUBLISHED = ("prefill_queue_tokens", "pending_prefill_tokens", "decode_pending_prefill_tokens")
 
 
-def wait_for(service: Service, ready: Any) -> dict[str, Any]:
+def wait_for(service: Service, ready: Any, body: dict[str, Any] = NAMES_ONLY) -> dict[str, Any]:
     """Poll /route until ``ready(answer)`` (bounded; nothing about the time it takes is asserted)."""
     for _ in range(1000):
-        answer: dict[str, Any] = service.post("/route", NAMES_ONLY).json()
+        answer: dict[str, Any] = service.post("/route", body).json()
         if ready(answer):
             return answer
         time.sleep(0.01)
@@ -210,3 +210,74 @@ def test_targets_without_an_engines_file_are_refused(live_server: LiveServer) ->
     answer = httpx.post(f"{live_server.url}/route", json=NAMES_ONLY, timeout=10.0)
     assert answer.status_code == 422
     assert "decode_target: no engines are configured" in answer.json()["error"]
+
+
+class CountingEngine(EngineServer):
+    """A vLLM pod whose prompt-token counter grows at ``rate`` tokens/s of the fake clock; each
+    scrape moves the clock on by ``step`` s first, so every reading lies ``step`` after the last."""
+
+    def __init__(self, clock: FakeClock, rate: float, step: float) -> None:
+        self.clock, self.rate, self.step = clock, rate, step
+        super().__init__("")
+
+    @property
+    def text(self) -> str:
+        with self.clock.lock:
+            self.clock.now += self.step
+            count = self.rate * self.clock.now
+        return vllm_text(prompt_tokens=(0.75 * count, 0.25 * count))
+
+    @text.setter
+    def text(self, value: str) -> None:
+        pass  # the counter follows the clock
+
+
+def test_a_vllm_target_gets_its_prefill_rate_after_two_scrapes(
+    tmp_path: Path, queue_aware_params_file: Path
+) -> None:
+    clock, registry = FakeClock(), CollectorRegistry()
+    rate = 16384.0  # tokens/s; with 0.5 s steps from 1000 s every count is exact in binary
+    engine = CountingEngine(clock, rate, 0.5)
+    path = tmp_path / "engines.json"
+    path.write_text(json.dumps({"pools": {"mixed": [{"id": "m0", "url": engine.url, "kind": "vllm"}]}}))
+    settings = Settings(
+        params_path=queue_aware_params_file,
+        watch_params=False,
+        engines_file=path,
+        scrape_interval_s=0.02,
+        scrape_timeout_s=0.5,
+        engines_stale_s=2.0,
+    )
+    running = start_server(create_app(settings, registry=registry, monotonic=clock))
+    try:
+        service = Service(running.url, registry, clock)
+        chunked = {**NAMES_ONLY, "chunk_size": 512}  # the rate stretches TPOT by chunks of this size
+        answer = wait_for(
+            service,
+            lambda a: a["input_sources"]["colloc_prefill_tokens_per_s"]["source"] == "scrape",
+            chunked,
+        )
+        assert engine.hits >= 2
+        for field in ("colloc_prefill_tokens_per_s", "decode_prefill_tokens_per_s"):
+            assert answer["input_sources"][field]["endpoint"] == "m0"
+        # The decision is the one the caller gets sending the rate (and the scraped loads) itself.
+        sent = {
+            **chunked,
+            "system_load": VLLM_RUNNING,
+            "decode_batch_size": VLLM_RUNNING,
+            "colloc_context_tokens": VLLM_KV_TOKENS,
+            "decode_context_tokens": VLLM_KV_TOKENS,
+        }
+        with_rate = service.post(
+            "/route", {**sent, "colloc_prefill_tokens_per_s": rate, "decode_prefill_tokens_per_s": rate}
+        ).json()
+        idle = {"colloc_prefill_tokens_per_s": 0.0, "decode_prefill_tokens_per_s": 0.0}
+        without = service.post("/route", {**sent, **idle}).json()
+        assert with_rate["breakdown"] == answer["breakdown"]
+        assert with_rate["input_sources"]["colloc_prefill_tokens_per_s"] == {"source": "caller"}
+        # The rate changed the prediction: a stretched TPOT on both paths.
+        assert without["breakdown"]["tpot_collocated_ms"] < answer["breakdown"]["tpot_collocated_ms"]
+        assert without["breakdown"]["tpot_disaggregated_ms"] < answer["breakdown"]["tpot_disaggregated_ms"]
+    finally:
+        running.stop()
+        engine.stop()
