@@ -146,7 +146,8 @@ class RouteRequest(_Strict):
             description="prompt tokens per second prefilled on the collocation GPU over the last second "
             "or two (what the gateway routed there, or the rate of vllm:prompt_tokens_total); the "
             "queue-aware model stretches the predicted decode step by the time these chunks take. "
-            "If omitted, no later prefill is predicted (not listed in assumed; not auto-filled)",
+            "If omitted, no later prefill is predicted (not listed in assumed); auto-filled from "
+            "the engine's prompt-token counter when a target is named",
         ),
     ] = None
     decode_prefill_tokens_per_s: Annotated[
