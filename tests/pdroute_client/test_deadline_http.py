@@ -27,7 +27,9 @@ from tests.app.conftest import Running
 from tests.pdroute_client.test_sync_client import QUERIES
 
 DEADLINE_S = 0.05
-BOUND_S = 0.5  # generous: never the servers' seconds
+# Generous for a shared 2-core machine (0.53 s was seen with six threads under load) and still
+# a quarter of the trickled answer's 8 s: a call that waited for the server would exceed it.
+BOUND_S = 2.0
 STEP_S = 0.02  # each byte, each read: under the deadline, so per-phase timeouts never fire
 
 
