@@ -35,8 +35,7 @@ BODY = {
 def endpoint(enabled: bool) -> RouteEndpoint:
     settings = Settings(watch_params=False, calibration_enabled=enabled, calibration_min_observations=5)
     app = create_app(settings, registry=CollectorRegistry())
-    route = next(r for r in app.router.routes if getattr(r, "path", None) == "/route")
-    ep = route.endpoint  # type: ignore[attr-defined]  # starlette's Route keeps the ASGI endpoint here
+    ep = getattr(app, "endpoints", {}).get("/route")  # PdrouteApp.serve_endpoints keeps them
     if enabled:
         cal = app.state.calibration
         store = app.state.store

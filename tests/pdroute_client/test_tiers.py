@@ -52,4 +52,4 @@ def test_no_params_answers_statically() -> None:
 @pytest.mark.parametrize("value", [0, -3, 2.5, True])
 def test_a_bad_static_threshold_is_refused(value: object) -> None:
     with pytest.raises(ValueError, match="disaggregate_from_prompt_len"):
-        StaticFallback(disaggregate_from_prompt_len=value)  # type: ignore[arg-type]
+        StaticFallback(disaggregate_from_prompt_len=value)  # type: ignore[arg-type]  # bad values on purpose
