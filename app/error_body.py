@@ -66,6 +66,23 @@ def error_headers(
     ]
 
 
+Answer = tuple[int, list[tuple[bytes, bytes]], bytes]  # status, headers, body
+
+
+def error_answer(
+    scope: Scope,
+    status: int,
+    message: str,
+    *,
+    detail: Any = None,
+    headers: list[tuple[bytes, bytes]] | None = None,
+) -> Answer:
+    """An error answer: status, headers (the request id echoed) and body."""
+    request_id = request_id_of(scope)
+    body = error_body(message, request_id=request_id, detail=detail)
+    return status, error_headers(body, request_id, headers), body
+
+
 async def send_error(
     scope: Scope,
     send: Send,
@@ -76,9 +93,6 @@ async def send_error(
     headers: list[tuple[bytes, bytes]] | None = None,
 ) -> None:
     """Answer an ASGI request with an error body."""
-    request_id = request_id_of(scope)
-    body = error_body(message, request_id=request_id, detail=detail)
-    await send(
-        {"type": "http.response.start", "status": status, "headers": error_headers(body, request_id, headers)}
-    )
+    status, head, body = error_answer(scope, status, message, detail=detail, headers=headers)
+    await send({"type": "http.response.start", "status": status, "headers": head})
     await send({"type": "http.response.body", "body": body})

@@ -29,7 +29,7 @@ from app.engines.scraper import build_scraper
 from app.errors import install_error_handlers
 from app.grid_limit import GridLimit
 from app.metrics import Metrics
-from app.middleware import RequestEnvelope
+from app.middleware import BodyEndpoint, RequestEnvelope
 from app.params_store import ParamsStore
 from app.reload import install_sighup, remove_sighup, watch_params_file
 from app.routes import admin, feedback, health, params, plan, route
@@ -40,38 +40,30 @@ log = logging.getLogger("pdroute")
 
 
 class PdrouteApp(FastAPI):
-    """FastAPI inside the service's one middleware stack, with the ``/route`` endpoints beside it.
+    """FastAPI behind the service's one middleware, which also answers the ``/route`` endpoints.
 
     Every request goes through ``stack``: ``app.middleware.RequestEnvelope`` (body size, the
-    JSON 500, metrics) around the dispatch.
-    At its core, ``POST /route`` and ``POST /route/batch`` go straight to their ASGI endpoints
-    (FastAPI's router and dependency solving cost more than the decision); everything else goes
-    to FastAPI. The endpoints are in FastAPI's router too, so other methods answer 405, and
-    ``openapi`` documents their bodies.
+    JSON 500, metrics) around FastAPI. ``POST /route`` and ``POST /route/batch`` are answered by
+    the envelope itself from their body endpoints (FastAPI's router and dependency solving cost
+    more than the decision). The paths are in FastAPI's router too, so other methods answer
+    405, and ``openapi`` documents their bodies.
     """
 
     stack: ASGIApp | None = None
-    endpoints: dict[str, ASGIApp]
+    endpoints: dict[str, BodyEndpoint]
     extra_openapi_paths: dict[str, Any]
 
-    def serve_endpoints(self, endpoints: dict[str, ASGIApp], openapi_paths: dict[str, Any]) -> None:
-        """Serve ``POST <path>`` with ``endpoints[path]``, documented by ``openapi_paths``."""
+    def serve_endpoints(self, endpoints: dict[str, BodyEndpoint], openapi_paths: dict[str, Any]) -> None:
+        """Serve ``POST <path>`` with ``endpoints[path]`` (through the envelope), documented by
+        ``openapi_paths``."""
         self.endpoints = endpoints
         self.extra_openapi_paths = openapi_paths
-        for path, endpoint in endpoints.items():
-            self.router.routes.append(Route(path, endpoint, methods=["POST"]))
+        for path in endpoints:
+            self.router.routes.append(Route(path, _answered_by_envelope, methods=["POST"]))
 
     def use_envelope(self, wrap: Callable[[ASGIApp], ASGIApp]) -> None:
-        """Put ``wrap(dispatch)`` (the middleware around the dispatch) in front of everything."""
-        self.stack = wrap(self._dispatch)
-
-    async def _dispatch(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["method"] == "POST":
-            endpoint = self.endpoints.get(scope["path"])
-            if endpoint is not None:
-                await endpoint(scope, receive, send)
-                return
-        await super().__call__(scope, receive, send)
+        """Put ``wrap(FastAPI)`` (the middleware around it) in front of everything."""
+        self.stack = wrap(super().__call__)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if self.stack is None:
@@ -84,6 +76,11 @@ class PdrouteApp(FastAPI):
             schema = super().openapi()
             schema["paths"] = {**getattr(self, "extra_openapi_paths", {}), **schema["paths"]}
         return self.openapi_schema  # type: ignore[return-value]  # set by super().openapi()
+
+
+async def _answered_by_envelope(scope: Scope, receive: Receive, send: Send) -> None:
+    """The router's entry of a body endpoint: a POST there is answered by the envelope first."""
+    raise RuntimeError(f"POST {scope['path']} reached the router: the envelope answers it")
 
 
 def create_app(
@@ -197,7 +194,9 @@ def create_app(
         return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
     # The one middleware around every request: body size, the JSON 500, timing and counting.
-    app.use_envelope(lambda core: RequestEnvelope(core, metrics, settings.max_body_bytes))
+    app.use_envelope(
+        lambda core: RequestEnvelope(core, metrics, settings.max_body_bytes, body_endpoints=app.endpoints)
+    )
     return app
 
 

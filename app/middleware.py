@@ -9,22 +9,25 @@ Around every request, in one layer (each nested ASGI layer costs a coroutine per
 - timing and counting per route template for ``/metrics`` (every status, the 500 included; a
   client gone before its answer counts 499).
 
-``app.main.PdrouteApp`` puts it around both the ``/route`` endpoints and FastAPI. The
-connection-level limits beneath it (request head size, request timeout) are in
-``app.http_protocol``.
+``POST /route`` and ``POST /route/batch`` are body endpoints (``BodyEndpoint``): a function of
+the request's bytes to a complete answer, with no ASGI of their own. The envelope reads their
+body, calls them and sends the answer itself, with no coroutine, ``send`` wrapper or router in
+between. Every other request goes to the wrapped app (FastAPI). ``app.main.PdrouteApp`` puts
+the envelope in front of everything. The connection-level limits beneath it (request head size,
+request timeout) are in ``app.http_protocol``.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
 
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.error_body import request_id_of, send_error
+from app.error_body import Answer, error_answer, request_id_of, send_error
 from app.metrics import Metrics
 
 log = logging.getLogger("pdroute.errors")
@@ -33,6 +36,21 @@ log = logging.getLogger("pdroute.errors")
 # timeout) before it was answered: nginx's "client closed request". Nobody receives it.
 CLIENT_CLOSED_REQUEST = 499
 INTERNAL_ERROR = "internal error: the server could not answer this request (logged with its request_id)"
+
+
+class BodyEndpoint(Protocol):
+    """An endpoint answering from the request body alone (``/route``): bytes in, answer out.
+
+    ``respond`` maps the errors it expects (invalid input, domain errors) to their answers; any
+    other exception becomes the envelope's JSON 500."""
+
+    path: str  # the route template, the metrics label
+
+    def respond(self, raw: bytes, scope: Scope) -> Answer: ...
+
+
+class BodyTooLarge(Exception):
+    """A streamed body passed the limit."""
 
 
 class RequestEnvelope:
@@ -44,8 +62,10 @@ class RequestEnvelope:
         metrics: Metrics,
         max_body_bytes: int,
         clock: Callable[[], float] = time.perf_counter,
+        body_endpoints: Mapping[str, BodyEndpoint] | None = None,
     ) -> None:
         self.app = app
+        self.body_endpoints = dict(body_endpoints or {})  # POST path -> endpoint
         self.metrics = metrics
         self.max_bytes = max_body_bytes
         self.clock = clock
@@ -56,6 +76,11 @@ class RequestEnvelope:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        if scope["method"] == "POST":
+            endpoint = self.body_endpoints.get(scope["path"])
+            if endpoint is not None:
+                await self._answer_body(endpoint, scope, receive, send)
+                return
         start = self.clock()
         status: int | None = None
 
@@ -65,14 +90,7 @@ class RequestEnvelope:
                 status = message["status"]
             await send(message)
 
-        declared = None
-        for name, value in scope["headers"]:
-            if name == b"content-length":
-                try:
-                    declared = int(value)
-                except ValueError:
-                    declared = 0  # the server refuses a malformed length before the app runs
-                break
+        declared = _declared_length(scope)
         try:
             if declared is None:  # chunked: count what arrives
                 await self.app(scope, self._limited(receive), send_wrapper)
@@ -96,12 +114,45 @@ class RequestEnvelope:
                 # Returned (or was cancelled) without answering: the client went away first.
                 status = CLIENT_CLOSED_REQUEST
             route = scope.get("route")
-            handler = getattr(route, "path", None) or scope.get("pdroute.handler") or "unmatched"
-            children = self._cache.get((handler, status))
-            if children is None:
-                children = self._children(handler, status)
-            children[0].observe(self.clock() - start)
-            children[1].inc()
+            self._count(getattr(route, "path", None) or "unmatched", status, start)
+
+    async def _answer_body(self, endpoint: BodyEndpoint, scope: Scope, receive: Receive, send: Send) -> None:
+        """Read the body, call ``endpoint``, send its answer: the envelope's work in one frame."""
+        start = self.clock()
+        status = CLIENT_CLOSED_REQUEST  # until an answer starts
+        try:
+            declared = _declared_length(scope)
+            if declared is not None and declared > self.max_bytes:
+                answer = error_answer(scope, 413, self._too_large)
+            else:
+                try:
+                    # The server delivers no more than a declared length: only a stream is counted.
+                    raw = await _read_body(receive, self.max_bytes if declared is None else None)
+                except BodyTooLarge:
+                    answer = error_answer(scope, 413, self._too_large)
+                else:
+                    if raw is None:
+                        return  # the client went away
+                    answer = endpoint.respond(raw, scope)
+            status = answer[0]
+            await send({"type": "http.response.start", "status": status, "headers": answer[1]})
+            await send({"type": "http.response.body", "body": answer[2]})
+        except Exception:
+            log.exception(
+                "unexpected error answering POST %s (request_id %s)", scope["path"], request_id_of(scope)
+            )
+            if status == CLIENT_CLOSED_REQUEST:
+                status = 500
+                await send_error(scope, send, 500, INTERNAL_ERROR)
+        finally:
+            self._count(endpoint.path, status, start)
+
+    def _count(self, handler: str, status: int, start: float) -> None:
+        children = self._cache.get((handler, status))
+        if children is None:
+            children = self._children(handler, status)
+        children[0].observe(self.clock() - start)
+        children[1].inc()
 
     def _limited(self, receive: Receive) -> Receive:
         received = 0
@@ -129,3 +180,40 @@ class RequestEnvelope:
         )
         self._cache[(handler, status)] = children
         return children
+
+
+def _declared_length(scope: Scope) -> int | None:
+    """The request's ``content-length`` (None: chunked)."""
+    for name, value in scope["headers"]:
+        if name == b"content-length":
+            try:
+                return int(value)
+            except ValueError:
+                return 0  # the server refuses a malformed length before the app runs
+    return None
+
+
+async def _read_body(receive: Receive, limit: int | None) -> bytes | None:
+    """The whole body (None: the client went away); ``BodyTooLarge`` past ``limit`` bytes."""
+    message = await receive()
+    if message["type"] != "http.request":
+        return None
+    raw: bytes = message.get("body", b"")
+    if message.get("more_body", False):
+        chunks = [raw]
+        size = len(raw)
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                return None
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if limit is not None and size > limit:
+                raise BodyTooLarge
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        raw = b"".join(chunks)
+    if limit is not None and len(raw) > limit:
+        raise BodyTooLarge
+    return raw

@@ -1,11 +1,11 @@
 """``POST /route`` and ``POST /route/batch``: the gateway's per-request decision, one path each.
 
 ``decide`` is the pure decision (a parsed request in, the model's breakdown out; a domain
-error raised as ``PdrouteError``). ``RouteEndpoint`` is the one ASGI endpoint around it: it
-reads the body, parses it (pydantic, straight from the bytes, whatever the content-type),
-decides against the params snapshot it read once, records the metrics and encodes the answer
-(``app.route_codec``, derived from the breakdown dataclass). It runs inside the service's one
-middleware stack (``app.middleware``), so an unexpected exception answers the JSON 500.
+error raised as ``PdrouteError``). ``RouteEndpoint`` is the one endpoint around it, a body
+endpoint of ``app.middleware.RequestEnvelope``: the envelope reads the body and sends the
+answer; ``respond`` parses the bytes (pydantic, whatever the content-type), decides against the
+params snapshot it read once, records the metrics and encodes the answer (``app.route_codec``,
+derived from the breakdown dataclass). An unexpected exception answers the envelope's JSON 500.
 
 FastAPI's router and dependency solving are not on this path: they cost more than the decision
 (measured in ``bench/bench_route.py``), and ``/route`` is called once per LLM request.
@@ -18,23 +18,26 @@ import dataclasses
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any
 
 import pydantic_core
 from pydantic import BaseModel, ValidationError
 from pydantic.json_schema import JsonSchemaMode
-from starlette.types import Receive, Scope, Send
+from starlette.types import Scope
 
 from app.calibration_state import CalibrationState
 from app.engines.autofill import ASSUMED_DECODE_BATCH_SIZE, ASSUMED_SYSTEM_LOAD
 from app.engines.request_fill import RequestFiller, Sources
-from app.error_body import SCOPE_KEY, send_error
+from app.error_body import SCOPE_KEY, Answer, error_answer
 from app.errors import status_for, validation_error_body
+from app.json_codec import dumps
 from app.metrics import Metrics
 from app.params_store import ParamsStore
 from app.route_codec import encoder_for
 from app.schemas import ErrorResponse, RouteBatchRequest, RouteBatchResponse, RouteRequest, RouteResponse
 from app.settings import Settings
+from pdroute_core.records import from_fields
 from pdroute_core.routing import DecisionModel, QueueAwareModel, RouteColumns, RouteInputs
 from solver.errors import PdrouteError
 
@@ -49,6 +52,9 @@ RAW_TERMS = (
     "t_disaggregated_ms",
 )
 _JSON_HEADER = (b"content-type", b"application/json")
+INPUT_FIELDS = tuple(f.name for f in dataclasses.fields(RouteInputs))
+# The request's values of INPUT_FIELDS in one C call (RouteRequest has every one).
+_input_values = itemgetter(*INPUT_FIELDS)
 
 
 @dataclass(frozen=True)
@@ -72,35 +78,23 @@ def route_inputs(
     ``filled`` (from engine metrics, ``app.engines.request_fill``) holds load fields the request
     did not send: the request's own values always win, as ``RequestFiller`` only fills those.
     """
-    ttft = req.ttft_slo_ms
-    tpot = req.tpot_slo_ms
-    inputs = RouteInputs(
-        prompt_len=req.prompt_len,
-        predicted_output_len=req.predicted_output_len or defaults.output_len,
-        # None only when the request names an engine target: then filled, or assumed as here.
-        system_load=ASSUMED_SYSTEM_LOAD if req.system_load is None else req.system_load,
-        decode_batch_size=(
-            ASSUMED_DECODE_BATCH_SIZE if req.decode_batch_size is None else req.decode_batch_size
-        ),
-        chunk_size=req.chunk_size,
-        prefill_queue_requests=req.prefill_queue_requests,
-        prefill_queue_tokens=req.prefill_queue_tokens,
-        prefill_running_requests=req.prefill_running_requests,
-        prefill_pool_gpus=req.prefill_pool_gpus,
-        pending_prefill_tokens=req.pending_prefill_tokens,
-        decode_pending_prefill_tokens=req.decode_pending_prefill_tokens,
-        colloc_context_tokens=req.colloc_context_tokens,
-        decode_context_tokens=req.decode_context_tokens,
-        cached_prompt_tokens=req.cached_prompt_tokens,
-        ttft_slo_ms=defaults.ttft_slo_ms if ttft is None else ttft,
-        tpot_slo_ms=defaults.tpot_slo_ms if tpot is None else tpot,
-        colloc_prefill_tokens_per_s=req.colloc_prefill_tokens_per_s,
-        decode_prefill_tokens_per_s=req.decode_prefill_tokens_per_s,
-    )
-    if not filled:
-        return inputs
-    changes: dict[str, Any] = dict(filled)  # counts (int) and rates (float), each its field's type
-    return dataclasses.replace(inputs, **changes)
+    # Every RouteInputs field, in order, from the parsed request (its fields are a superset).
+    values = dict(zip(INPUT_FIELDS, _input_values(req.__dict__), strict=True))
+    if values["predicted_output_len"] is None:
+        values["predicted_output_len"] = defaults.output_len
+    # None only when the request names an engine target: then filled, or assumed as here.
+    if values["system_load"] is None:
+        values["system_load"] = ASSUMED_SYSTEM_LOAD
+    if values["decode_batch_size"] is None:
+        values["decode_batch_size"] = ASSUMED_DECODE_BATCH_SIZE
+    if values["ttft_slo_ms"] is None:
+        values["ttft_slo_ms"] = defaults.ttft_slo_ms
+    if values["tpot_slo_ms"] is None:
+        values["tpot_slo_ms"] = defaults.tpot_slo_ms
+    if filled:
+        # Only fields the request did not send; filled values replace the assumptions above.
+        values.update(filled)
+    return from_fields(RouteInputs, values)
 
 
 def decide(model: DecisionModel, req: RouteRequest, defaults: RouteDefaults) -> tuple[RouteInputs, Any]:
@@ -131,7 +125,7 @@ def _errors(exc: ValidationError) -> list[dict[str, Any]]:
 
 
 class RouteEndpoint:
-    """The ASGI endpoint of ``/route`` (or, with ``batch``, ``/route/batch``)."""
+    """The body endpoint of ``/route`` (or, with ``batch``, ``/route/batch``)."""
 
     def __init__(
         self,
@@ -157,34 +151,16 @@ class RouteEndpoint:
         # keyword handling (a fifth of the parse of a /route body).
         self._parse = RouteRequest.__pydantic_validator__.validate_json
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        scope["pdroute.handler"] = self.path  # the metrics label, as the router would set it
-        message = await receive()
-        if message["type"] != "http.request":
-            return  # the client went away
-        raw = message.get("body", b"")
-        if message.get("more_body", False):
-            chunks = [raw]
-            while True:
-                message = await receive()
-                if message["type"] != "http.request":
-                    return
-                chunks.append(message.get("body", b""))
-                if not message.get("more_body", False):
-                    break
-            raw = b"".join(chunks)
+    def respond(self, raw: bytes, scope: Scope) -> Answer:
+        """The answer to one request body: 200 with the decision, or the 4xx of bad input."""
         try:
             body = self.answer(raw, scope)
         except ValidationError as exc:
             problem = validation_error_body(_errors(exc))
-            await send_error(scope, send, 422, problem["error"], detail=problem["detail"])
-            return
+            return error_answer(scope, 422, problem["error"], detail=problem["detail"])
         except PdrouteError as exc:
-            await send_error(scope, send, status_for(exc), str(exc), detail=type(exc).__name__)
-            return
-        headers = [_JSON_HEADER, (b"content-length", str(len(body)).encode())]
-        await send({"type": "http.response.start", "status": 200, "headers": headers})
-        await send({"type": "http.response.body", "body": body})
+            return error_answer(scope, status_for(exc), str(exc), detail=type(exc).__name__)
+        return 200, [_JSON_HEADER, (b"content-length", str(len(body)).encode())], body
 
     def _answer(self, raw: bytes, scope: Scope) -> bytes:
         req: RouteRequest = self._parse(raw)
@@ -229,7 +205,7 @@ class RouteEndpoint:
             "corrections": cal.corrections.as_dict(),
             "raw": {name: getattr(raw, name) for name in RAW_TERMS},
         }
-        return body[:-1] + b',"calibration":' + pydantic_core.to_json(section) + b"}"
+        return body[:-1] + b',"calibration":' + dumps(section) + b"}"
 
     def _answer_batch(self, raw: bytes, scope: Scope) -> bytes:
         reqs = RouteBatchRequest.model_validate_json(raw).requests
@@ -269,7 +245,7 @@ class RouteEndpoint:
                 cal.remember(req.request_id, one, b.decision, b.chosen_ttft_ms, b.chosen_e2e_ms)
             encoder = encoder_for(type(b))
             results.append(encoder.to_dict(b, model.name, snapshot.params_id, req.request_id, origin))
-        return pydantic_core.to_json({"results": results, "params_id": snapshot.params_id})
+        return dumps({"results": results, "params_id": snapshot.params_id})
 
 
 def _inline_refs(node: Any, defs: dict[str, Any]) -> Any:

@@ -78,6 +78,7 @@ import numpy.typing as npt
 
 from pdroute_core.params import CostModelParams
 from pdroute_core.queue_params import QueueAwareParams
+from pdroute_core.records import from_fields
 from pdroute_core.routing import queue_aware_block
 from pdroute_core.routing.queue_aware_block import TERMS
 from pdroute_core.routing.queue_aware_reasons import (
@@ -353,28 +354,32 @@ class QueueAwareModel:
             is_disagg, reason, meets = ok_d, REASON_SLO_ONLY, True
         else:
             is_disagg, reason, meets = raw_harm_d < raw_harm_c, REASON_SLO_NONE, False
-        return QueueAwareBreakdown(
-            decision=DISAGGREGATED if is_disagg else COLLOCATED,
-            reason=reason,
-            t_collocated_ms=e2e_c,
-            t_disaggregated_ms=e2e_d,
-            assumed=x.missing(),
-            meets_slo=meets,
-            ttft_collocated_ms=ttft_c,
-            ttft_disaggregated_ms=ttft_d,
-            tpot_collocated_ms=tpot_c,
-            tpot_disaggregated_ms=tpot_d,
-            local_backlog_ms=backlog,
-            local_prefill_ms=own_c,
-            chunk_steps=float(n),
-            prefill_wait_ms=wait,
-            prefill_ms=t_prefill,
-            transfer_ms=transfer,
-            harm_collocated_ms=harm_c,
-            harm_disaggregated_ms=harm_d,
-            harm_weight=w,
-            cost_collocated_ms=cost_c,
-            cost_disaggregated_ms=cost_d,
+        # QueueAwareBreakdown's fields in order (from_fields: a tenth of the constructor's cost).
+        return from_fields(
+            QueueAwareBreakdown,
+            {
+                "decision": DISAGGREGATED if is_disagg else COLLOCATED,
+                "reason": reason,
+                "t_collocated_ms": e2e_c,
+                "t_disaggregated_ms": e2e_d,
+                "assumed": x.missing(),
+                "meets_slo": meets,
+                "ttft_collocated_ms": ttft_c,
+                "ttft_disaggregated_ms": ttft_d,
+                "tpot_collocated_ms": tpot_c,
+                "tpot_disaggregated_ms": tpot_d,
+                "local_backlog_ms": backlog,
+                "local_prefill_ms": own_c,
+                "chunk_steps": float(n),
+                "prefill_wait_ms": wait,
+                "prefill_ms": t_prefill,
+                "transfer_ms": transfer,
+                "harm_collocated_ms": harm_c,
+                "harm_disaggregated_ms": harm_d,
+                "harm_weight": w,
+                "cost_collocated_ms": cost_c,
+                "cost_disaggregated_ms": cost_d,
+            },
         )
 
     # --- many requests ------------------------------------------------------------------------

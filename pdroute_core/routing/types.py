@@ -53,7 +53,7 @@ OPTIONAL_RATE_INPUTS = ("colloc_prefill_tokens_per_s", "decode_prefill_tokens_pe
 COLUMN_INPUTS = (*OPTIONAL_INPUTS, *OPTIONAL_RATE_INPUTS)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class RouteInputs:
     """One request as the gateway reports it (token counts, ms). ``None`` means "not reported"."""
 
@@ -81,7 +81,8 @@ class RouteInputs:
     def missing(self) -> tuple[str, ...]:
         """The optional inputs this request did not report, in ``OPTIONAL_INPUTS`` order (the
         rates of ``OPTIONAL_RATE_INPUTS`` are never listed: see there)."""
-        return tuple(name for name in OPTIONAL_INPUTS if getattr(self, name) is None)
+        fields = self.__dict__
+        return tuple([name for name in OPTIONAL_INPUTS if fields[name] is None])
 
 
 @dataclass(frozen=True)
