@@ -83,16 +83,8 @@ def error_answer(
     return status, error_headers(body, request_id, headers), body
 
 
-async def send_error(
-    scope: Scope,
-    send: Send,
-    status: int,
-    message: str,
-    *,
-    detail: Any = None,
-    headers: list[tuple[bytes, bytes]] | None = None,
-) -> None:
-    """Answer an ASGI request with an error body."""
-    status, head, body = error_answer(scope, status, message, detail=detail, headers=headers)
-    await send({"type": "http.response.start", "status": status, "headers": head})
+async def send_answer(send: Send, answer: Answer) -> None:
+    """Send a complete answer (``error_answer``'s, or an endpoint's) over ASGI."""
+    status, headers, body = answer
+    await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
