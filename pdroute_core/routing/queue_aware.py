@@ -70,8 +70,11 @@ evaluation lives in ``pdroute_core.routing.queue_aware_block``, the reason codes
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
+from itertools import compress
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -141,6 +144,9 @@ class QueueAwareBreakdown:
         return self.t_disaggregated_ms if self.decision == DISAGGREGATED else self.t_collocated_ms
 
 
+BREAKDOWN_FIELDS = tuple(f.name for f in dataclasses.fields(QueueAwareBreakdown))
+
+
 def _pressure(predicted_ms: float, target_ms: float) -> float:
     """How close a request runs to its target, at most 1; 1 without a target."""
     return 1.0 if target_ms == math.inf else min(1.0, predicted_ms / target_ms)
@@ -162,29 +168,25 @@ class QueueAwareBatch:
 
     def rows(self) -> list[QueueAwareBreakdown]:
         """One breakdown per request, equal to ``decide``'s for the same inputs."""
-        missing_cols = np.stack([np.isnan(self.optional[name]) for name in OPTIONAL_INPUTS]).T.tolist()
-        columns = [self.terms[name].tolist() for name in TERMS]
-        out = []
-        for i, (d, ok, reason, miss) in enumerate(
-            zip(
-                self.is_disaggregated.tolist(),
-                self.meets_slo.tolist(),
-                self.reason_index.tolist(),
-                missing_cols,
-                strict=True,
-            )
-        ):
-            out.append(
-                QueueAwareBreakdown(
-                    decision=DISAGGREGATED if d else COLLOCATED,
-                    reason=REASONS[reason],
-                    assumed=tuple(n for n, m in zip(OPTIONAL_INPUTS, miss, strict=True) if m),
-                    meets_slo=ok,
-                    harm_weight=self.harm_weight,
-                    **{name: col[i] for name, col in zip(TERMS, columns, strict=True)},
-                )
-            )
-        return out
+        n = int(self.is_disaggregated.shape[0])
+        missing = np.stack([np.isnan(self.optional[name]) for name in OPTIONAL_INPUTS]).T.tolist()
+        assumed: dict[tuple[bool, ...], tuple[str, ...]] = {}  # a few distinct masks per batch
+        for mask in map(tuple, missing):
+            if mask not in assumed:
+                assumed[mask] = tuple(compress(OPTIONAL_INPUTS, mask))
+        by_field: dict[str, list[Any]] = {
+            "decision": [DISAGGREGATED if d else COLLOCATED for d in self.is_disaggregated.tolist()],
+            "reason": [REASONS[r] for r in self.reason_index.tolist()],
+            "assumed": [assumed[tuple(mask)] for mask in missing],
+            "meets_slo": self.meets_slo.tolist(),
+            "harm_weight": [self.harm_weight] * n,
+            **{name: self.terms[name].tolist() for name in TERMS},
+        }
+        columns = [by_field[name] for name in BREAKDOWN_FIELDS]
+        return [
+            from_fields(QueueAwareBreakdown, dict(zip(BREAKDOWN_FIELDS, row, strict=True)))
+            for row in zip(*columns, strict=True)
+        ]
 
 
 class QueueAwareModel:
