@@ -151,15 +151,14 @@ def first_max_of_four(
     best: Small,
     pair_max: tuple[FloatArray, FloatArray],
     flags: tuple[Flags, Flags, Flags],
-    fallback: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]],
 ) -> None:
     """``best`` = ``first_max`` of four rows, in fewer passes: a knock-out of two pairs.
 
     Without NaN the values are totally ordered (``-0.0`` equals ``0.0``), and the first of
     the largest is: in each pair the second only when strictly greater, then the second pair
     only when its largest is strictly greater. ``np.maximum`` carries a NaN into a pair's
-    maximum, so a NaN anywhere shows in them; then ``first_max``'s exact loop decides (with
-    ``fallback``, two int rows; ``values[0]`` is overwritten). ``values`` are otherwise kept.
+    maximum, so a NaN anywhere shows in them; then ``first_max``'s exact loop decides (on two
+    int rows made for it; ``values[0]`` is overwritten). ``values`` are otherwise kept.
     """
     v0, v1, v2, v3 = values
     m01, m23 = pair_max
@@ -169,8 +168,8 @@ def first_max_of_four(
     np.greater(v3, v2, out=second23)
     np.maximum(v2, v3, out=m23)
     if math.isnan(np.maximum.reduce(m01)) or math.isnan(np.maximum.reduce(m23)):
-        best_int, scratch_int = fallback
-        first_max(values, best_int, second_pair, scratch_int)
+        best_int = np.empty(best.shape, dtype=np.int64)
+        first_max(values, best_int, second_pair, np.empty_like(best_int))
         np.copyto(best, best_int, casting="unsafe")  # 0..3
         return
     np.greater(m23, m01, out=second_pair)

@@ -62,8 +62,7 @@ def test_first_max_of_four_is_decides_loop(rows: list[Row], finite: bool) -> Non
     m = len(rows)
     best = np.empty(m, dtype=np.uint8)
     flags = (np.empty(m, dtype=np.bool_), np.empty(m, dtype=np.bool_), np.empty(m, dtype=np.bool_))
-    fallback = (np.empty(m, dtype=np.int64), np.empty(m, dtype=np.int64))
-    first_max_of_four((v0, v1, v2, v3), best, (np.empty(m), np.empty(m)), flags, fallback)
+    first_max_of_four((v0, v1, v2, v3), best, (np.empty(m), np.empty(m)), flags)
     assert best.tolist() == _decides_loop(rows)
 
 
