@@ -6,7 +6,7 @@ must take the GIL back, and a thread that waited for it sleeps until woken: on t
 development VM a wake-up costs tens of microseconds (two threads passing a token back and
 forth: ~80 us a round). Calls much shorter than that (blocks of 8,192 requests: a few
 microseconds each) leave one thread running and the other asleep; blocks of 65,536 make most
-calls longer than a wake-up. Callers therefore use threads only for inputs of several large
+calls longer than a wake-up. Callers therefore use threads only for inputs of two large
 blocks (``queue_aware_block.PARALLEL_MIN_REQUESTS``), and a call stays on its own thread
 below that: no pool, no thread, no allocation of its own.
 
