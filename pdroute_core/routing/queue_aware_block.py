@@ -16,7 +16,7 @@ blocks' slices of the answers, so the bits do not depend on the number of thread
 compares 1, 2 and 3). Smaller inputs stay on the calling thread, with no pool and no thread.
 Blocks are 65,536 requests because a thread waiting for the GIL wakes tens of microseconds
 late on a small VM: shorter loops leave one thread asleep (``block_pool``). On the 2-core
-development VM, 1M requests: 7.3-8.3 million decisions/s on one thread, 11.5-14.6 on two
+development VM, 1M requests: 7.3-8.3 million decisions/s on one thread, 10.7-14.6 on two
 (README, bench.bench_route).
 """
 
