@@ -64,8 +64,9 @@ decodes with this prompt's context (K = B * L, K' = B' * L), no prefix hit (h = 
 targets, no recent prefill (R = R' = 0: not listed, the answer is the one before the rates
 existed, bit for bit). ``decide`` and ``decide_many`` evaluate the same operations in the same order on IEEE
 doubles, so their answers agree bit for bit (a property test checks it). The vectorised
-evaluation lives in ``pdroute_core.routing.queue_aware_block``, the reason codes in
-``pdroute_core.routing.queue_aware_reasons`` (both imported here).
+evaluation lives in ``pdroute_core.routing.queue_aware_block`` (blocks of requests, shared
+among threads for large inputs) with its forms in ``queue_aware_kernels``, the reason codes in
+``pdroute_core.routing.queue_aware_reasons``.
 """
 
 from __future__ import annotations
@@ -388,7 +389,8 @@ class QueueAwareModel:
     def decide_many(self, cols: RouteColumns) -> QueueAwareBatch:
         """``decide`` for every request of ``cols``, vectorised: the same bits.
 
-        Evaluated by ``pdroute_core.routing.queue_aware_block``, in blocks of its ``BLOCK`` requests.
+        Evaluated by ``pdroute_core.routing.queue_aware_block``, in blocks of its ``BLOCK`` requests,
+        on several threads from its ``PARALLEL_MIN_REQUESTS`` requests on (the same bits).
         """
         answers = queue_aware_block.decide_many(self, cols)
         return QueueAwareBatch(

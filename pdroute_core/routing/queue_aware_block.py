@@ -1,35 +1,52 @@
 """The queue-aware model's vectorised evaluation: ``decide`` on many requests, the same bits.
 
 ``QueueAwareModel.decide_many`` (``pdroute_core.routing.queue_aware``, whose docstring holds
-the formulas) calls ``decide_many`` here. Every function evaluates ``decide``'s operations in
-``decide``'s order on IEEE doubles, so its answers agree with ``decide``'s bit for bit (a
-property test checks it); keep that order when changing either side. The functions read the
-model's fitted coefficients (``model._pf``, ``model._a1``, ...): this module is the model's own
-vectorised half, kept apart for size.
+the formulas) calls ``decide_many`` here. ``_decide_block`` evaluates ``decide``'s operations
+in ``decide``'s order on IEEE doubles, with the forms of ``queue_aware_kernels``, so its
+answers agree with ``decide``'s bit for bit (a property test checks it); keep that order when
+changing either side. Where the bits allow it a block takes a shorter way, chosen per block
+from its own inputs: a column reported for every request is read as it is, a target column
+without +inf skips the "no target" case, a block without prefill rates skips ``rho``.
+
+Threads: from ``PARALLEL_MIN_REQUESTS`` requests on, the blocks are shared among up to
+``block_pool.max_threads()`` threads (the cores this process may use, at most 4) on a pool
+that ``block_pool`` makes on the first such call, never at import. numpy releases the GIL in
+its loops, so the threads run on separate cores; each has its own scratch and writes only its
+blocks' slices of the answers, so the bits do not depend on the number of threads (a test
+compares 1, 2 and 3). Smaller inputs stay on the calling thread, with no pool and no thread.
+Blocks are 65,536 requests because a thread waiting for the GIL wakes tens of microseconds
+late on a small VM: shorter loops leave one thread asleep (``block_pool``). On the 2-core
+development VM, 1M requests: 7.3-8.3 million decisions/s on one thread, 10.7-14.6 on two
+(README, bench.bench_route).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 
-from pdroute_core.routing.queue_aware_reasons import (
-    COMPONENT_REASON,
-    REASON_SLO_NONE,
-    REASON_SLO_ONLY,
-    REASONS,
+from pdroute_core.routing import block_pool
+from pdroute_core.routing.queue_aware_kernels import (
+    first_max_of_four,
+    prefill_into,
+    prefill_many,
+    pressure_into,
+    reason_into,
+    select_flags,
+    tpot_into,
 )
-from pdroute_core.routing.types import COLLOCATED, DISAGGREGATED, FloatArray, RouteColumns
+from pdroute_core.routing.types import FloatArray, RouteColumns
 
 if TYPE_CHECKING:
     from pdroute_core.routing.queue_aware import QueueAwareModel
 
-BLOCK = 8192  # requests per block of the vectorised evaluation
+BLOCK = 65_536  # requests per block of the vectorised evaluation (block_pool: why this large)
+PARALLEL_MIN_REQUESTS = 2 * BLOCK  # from here on, the blocks are shared among threads
 
 # The float terms of ``QueueAwareBreakdown`` (ms unless named otherwise), one array each.
 TERMS = (
@@ -51,13 +68,6 @@ TERMS = (
     "cost_disaggregated_ms",
 )
 
-# Reason index in REASONS by (chosen path: 0 collocated, 1 disaggregated, component).
-_REASON_LOOKUP = np.array(
-    [[REASONS.index(name) for name in COMPONENT_REASON[path]] for path in (COLLOCATED, DISAGGREGATED)]
-)
-_SLO_ONLY_INDEX = REASONS.index(REASON_SLO_ONLY)
-_SLO_NONE_INDEX = REASONS.index(REASON_SLO_NONE)
-
 
 @dataclass(frozen=True)
 class Answers:
@@ -69,65 +79,94 @@ class Answers:
     reason_index: npt.NDArray[np.int64]  # into REASONS
 
 
-def decide_many(model: QueueAwareModel, cols: RouteColumns) -> Answers:
+def decide_many(
+    model: QueueAwareModel, cols: RouteColumns, *, num_threads: int | None = None, block: int | None = None
+) -> Answers:
     """``model.decide`` for every request of ``cols``, vectorised: the same bits.
 
-    Evaluated in blocks of ``BLOCK`` requests, so that the intermediate arrays stay in the
+    Evaluated in blocks of ``block`` requests (default ``BLOCK``), so that the intermediate arrays stay in the
     CPU's cache (several times faster than whole-array passes on a million requests). Every
     intermediate has its own preallocated row of scratch (``_Scratch``) and every term is
     written straight into its result array, so a block allocates little: the rows of an
-    idle GPU, one selection, and the defaults of a column reported for some requests only.
+    idle GPU, two selections, and the defaults of a column reported for some requests only.
+    The terms are rows of one array (one allocation, one mapping of fresh pages).
+
+    From ``PARALLEL_MIN_REQUESTS`` requests on, the blocks are shared among ``num_threads``
+    threads (default: ``block_pool.max_threads()``, the cores this process may use), each with
+    its own scratch (``block_pool``); below, or with ``num_threads=1``, the calling thread does
+    all. Each block's answers are the same whichever thread evaluates it.
     """
     n = cols.num_requests
-    terms = {name: np.empty(n) for name in TERMS}
+    size = BLOCK if block is None else block
+    if size < 1:
+        raise ValueError(f"block: expected a positive number of requests, got {block!r}")
+    rows = np.empty((len(TERMS), n))
+    terms = dict(zip(TERMS, rows, strict=True))
     is_disagg = np.empty(n, dtype=np.bool_)
     meets = np.empty(n, dtype=np.bool_)
     reason = np.empty(n, dtype=np.int64)
-    # A column reported for every request is read as it is (no NaN to replace); a target
-    # column without NaN or +inf needs no "no target" case. A column's maximum is NaN when
-    # it holds one, and +inf when it holds that: one reduction per column.
-    top = {name: float(np.maximum.reduce(col)) if n else 0.0 for name, col in cols.optional.items()}
-    complete = frozenset(name for name, value in top.items() if not math.isnan(value))
-    bounded = frozenset(name for name in ("ttft_slo_ms", "tpot_slo_ms") if math.isfinite(top[name]))
-    scratch = _Scratch(min(n, BLOCK))
-    for start in range(0, n, BLOCK):
-        end = min(start + BLOCK, n)
-        block = Answers(
-            {name: values[start:end] for name, values in terms.items()},
-            is_disagg[start:end],
-            meets[start:end],
-            reason[start:end],
-        )
-        _decide_block(model, cols, start, end, complete, bounded, scratch, block)
+
+    def work(starts: Iterator[int]) -> None:
+        scratch = _Scratch(min(n, size))
+        for start in starts:
+            end = min(start + size, n)
+            answers = Answers(
+                {name: values[start:end] for name, values in terms.items()},
+                is_disagg[start:end],
+                meets[start:end],
+                reason[start:end],
+            )
+            _decide_block(model, cols, start, end, scratch, answers)
+
+    if num_threads is None:
+        num_threads = block_pool.max_threads() if n >= PARALLEL_MIN_REQUESTS else 1
+    block_pool.run_blocks(range(0, n, size), work, num_threads)
     return Answers(terms, is_disagg, meets, reason)
 
 
+class _Scratch:
+    """Preallocated intermediates of one block: a row per name in ``_decide_block``."""
+
+    NUM_FLOATS = 30
+    NUM_FLAGS = 10
+    NUM_SMALL = 3
+
+    def __init__(self, size: int) -> None:
+        self.floats = np.empty((self.NUM_FLOATS, size))
+        self.flags = np.empty((self.NUM_FLAGS, size), dtype=np.bool_)
+        self.small = np.empty((self.NUM_SMALL, size), dtype=np.uint8)
+
+
+def _rate(values: FloatArray) -> FloatArray | None:
+    """A block's prefill rates, NaN (not reported) read as 0; None when every one is 0."""
+    if math.isnan(top := np.fmax.reduce(values)) or (top == 0.0 and np.fmin.reduce(values) == 0.0):
+        return None  # (fmax and fmin skip NaN: NaN only when every value is NaN)
+    return values if not math.isnan(np.maximum.reduce(values)) else np.where(values != values, 0.0, values)
+
+
 def _decide_block(
-    model: QueueAwareModel,
-    cols: RouteColumns,
-    start: int,
-    end: int,
-    complete: frozenset[str],
-    bounded: frozenset[str],
-    scratch: _Scratch,
-    res: Answers,
+    model: QueueAwareModel, cols: RouteColumns, start: int, end: int, scratch: _Scratch, res: Answers
 ) -> None:
     """Requests ``start:end`` of ``cols`` into ``res``: ``decide``'s operations, in its order.
 
     Each line evaluates one of ``decide``'s expressions with ``out=`` buffers; where
     ``decide`` writes ``a + b * c`` this computes ``b * c`` then adds ``a`` (IEEE addition
     and multiplication commute exactly; only regrouping would change bits). Subexpressions
-    ``decide`` evaluates twice (``i1 + i2 * c``, ``i3 * B``, ``L - h``, the ratios to the
-    targets) are evaluated once here.
+    ``decide`` evaluates twice (``i1 + i2 * c``, ``i3 * B``, ``L - h``, ``s + f``, the ratios
+    to the targets) are evaluated once here.
     """
     m = end - start
     opt = cols.optional
+    bounded: set[str] = set()  # target columns without +inf in this block
 
     def given(name: str, default: Callable[[], FloatArray | float]) -> FloatArray:
         v = opt[name][start:end]
-        if name in complete:
-            return v
-        return np.where(v != v, default(), v)  # NaN: not reported
+        top = np.maximum.reduce(v)  # NaN when the block holds one (not reported), else +inf if held
+        if math.isnan(top):
+            return np.where(v != v, default(), v)
+        if math.isfinite(top):
+            bounded.add(name)
+        return v
 
     L = cols.prompt_len[start:end]
     out = cols.predicted_output_len[start:end]  # O in the docstring
@@ -142,18 +181,17 @@ def _decide_block(
     Q = given("prefill_queue_tokens", lambda: q * L)
     G = given("prefill_pool_gpus", lambda: 1.0)
     r = given("prefill_running_requests", lambda: np.where(q > 0.0, G, 0.0))
-    rate_c = given("colloc_prefill_tokens_per_s", lambda: 0.0)
-    rate_d = given("decode_prefill_tokens_per_s", lambda: 0.0)
     ttft_slo = given("ttft_slo_ms", lambda: math.inf)
     tpot_slo = given("tpot_slo_ms", lambda: math.inf)
     w = model.harm_weight
     (
         h, half_out, om1, join, u, total, nm1, rest, c_lin, i3B, f_full, step, in_flight,
         raw_c, t_ahead, remote, queue_harm, bd_join, raw_d, ratio_ttft_c, ratio_tpot_c,
-        ratio_ttft_d, ratio_tpot_d, sign, v0, v1, v2, v3, t1, t2, t3,
+        ratio_ttft_d, ratio_tpot_d, sign, v0, v1, v2, v3, m01, m23,
     ) = scratch.floats[:, :m]  # fmt: skip
-    busy, mask, ok_c, ok_d, both, by_cost, less, inner, better = scratch.flags[:, :m]
-    best, index, lookup = scratch.ints[:, :m]
+    t1, t2, t3, t4 = ratio_ttft_c, ratio_tpot_c, ratio_ttft_d, ratio_tpot_d  # free until the ratios
+    busy, mask, ok_c, ok_d, both, by_cost, less, inner, f1, f2 = scratch.flags[:, :m]
+    best, code, tmp = scratch.small[:, :m]
     n = res.terms["chunk_steps"]
     ttft_c, ttft_d = res.terms["ttft_collocated_ms"], res.terms["ttft_disaggregated_ms"]
     tpot_c, tpot_d = res.terms["tpot_collocated_ms"], res.terms["tpot_disaggregated_ms"]
@@ -208,14 +246,15 @@ def _decide_block(
     if idle.size:
         in_flight[idle] = 0.0
         P_idle = P[idle]
-        prefill_pending = np.where(P_idle > 0.0, _prefill_many(model, P_idle), 0.0)
-        ttft_c[idle] = _prefill_many(model, u[idle]) + prefill_pending
+        prefill_pending = np.where(P_idle > 0.0, prefill_many(model, P_idle), 0.0)
+        ttft_c[idle] = prefill_many(model, u[idle]) + prefill_pending
     np.subtract(ttft_c, in_flight, out=backlog)  # in_flight + (ttft_c - in_flight) * (P / total)
     np.divide(P, total, out=t1)
     backlog *= t1
     backlog += in_flight
     np.subtract(ttft_c, backlog, out=own_c)
-    _tpot_into(model, B, K, L, half_out, P, c, c_lin, rate_c, tpot_c, t1, t2, t3)
+    rate_c = _rate(opt["colloc_prefill_tokens_per_s"][start:end])
+    tpot_into(model, B, K, L, half_out, P, c, c_lin, rate_c, tpot_c, (t1, t2, t3, t4))
     np.multiply(om1, tpot_c, out=e2e_c)
     e2e_c += ttft_c
     np.multiply(B, u, out=raw_c)  # B * u * f(c, B) / c + B * join
@@ -225,24 +264,25 @@ def _decide_block(
     raw_c += t1
 
     # Disaggregated.
-    _prefill_into(model, L, t_prefill)
+    prefill_into(model, L, t_prefill)
+    with np.errstate(divide="ignore", invalid="ignore"):  # q = 0: replaced below
+        np.divide(Q, q, out=t_ahead)
+        prefill_into(model, t_ahead, t_ahead)
     np.greater(q, 0.0, out=mask)
-    t_ahead.fill(0.0)  # a scratch row holds any bits: T_P below must only see numbers
-    np.divide(Q, q, out=t_ahead, where=mask)  # elsewhere replaced below
-    _prefill_into(model, t_ahead, t_ahead)
-    np.logical_not(mask, out=mask)
-    np.copyto(t_ahead, t_prefill, where=mask)  # no queue: the mean prefill is this one's
+    ahead = np.where(mask, t_ahead, t_prefill)  # no queue: the mean prefill is this one's
     np.add(G, 1.0, out=t1)  # wait = (t_ahead / (G + 1) if r >= G else 0) + q * t_ahead / G
-    np.divide(t_ahead, t1, out=t1)
+    np.divide(ahead, t1, out=t1)
     np.greater_equal(r, G, out=mask)
-    np.multiply(q, t_ahead, out=wait)
+    np.multiply(q, ahead, out=wait)
     wait /= G
     wait += np.where(mask, t1, 0.0)  # (a masked copy mispredicts on an irregular mask)
-    wait *= model.queue_wait_scale  # the calibration's factor (1.0: every bit kept)
+    if model.queue_wait_scale != 1.0:  # the calibration's factor (x * 1.0 is x: skipped)
+        wait *= model.queue_wait_scale
     np.multiply(u, model._xfer, out=transfer)  # (L - h) * bytes per token / bandwidth
     np.add(t_prefill, transfer, out=remote)
     np.add(wait, remote, out=ttft_d)
-    _tpot_into(model, Bd, Kd, L, half_out, Pd, c, c_lin, rate_d, tpot_d, t1, t2, t3)
+    rate_d = _rate(opt["decode_prefill_tokens_per_s"][start:end])
+    tpot_into(model, Bd, Kd, L, half_out, Pd, c, c_lin, rate_d, tpot_d, (t1, t2, t3, t4))
     np.multiply(om1, tpot_d, out=e2e_d)
     e2e_d += ttft_d
     np.multiply(q, t_prefill, out=queue_harm)
@@ -256,29 +296,29 @@ def _decide_block(
     np.divide(ttft_d, ttft_slo, out=ratio_ttft_d)
     np.divide(tpot_d, tpot_slo, out=ratio_tpot_d)
     tpot_bounded = "tpot_slo_ms" in bounded
-    _pressure_into(ratio_tpot_c, tpot_slo, tpot_bounded, harm_c)
+    pressure_into(ratio_tpot_c, tpot_slo, tpot_bounded, harm_c)
     harm_c *= raw_c
-    _pressure_into(ratio_ttft_d, ttft_slo, "ttft_slo_ms" in bounded, harm_d)
+    pressure_into(ratio_ttft_d, ttft_slo, "ttft_slo_ms" in bounded, harm_d)
     harm_d *= queue_harm
-    _pressure_into(ratio_tpot_d, tpot_slo, tpot_bounded, t1)
-    t1 *= bd_join
-    harm_d += t1
+    pressure_into(ratio_tpot_d, tpot_slo, tpot_bounded, v0)
+    v0 *= bd_join
+    harm_d += v0
     np.multiply(harm_c, w, out=cost_c)
     cost_c += e2e_c
     np.multiply(harm_d, w, out=cost_d)
     cost_d += e2e_d
-    np.maximum(ratio_ttft_c, ratio_tpot_c, out=t1)
-    np.less_equal(t1, model._feasible, out=ok_c)
-    np.maximum(ratio_ttft_d, ratio_tpot_d, out=t1)
-    np.less_equal(t1, model._feasible, out=ok_d)
+    np.maximum(ratio_ttft_c, ratio_tpot_c, out=v0)
+    np.less_equal(v0, model._feasible, out=ok_c)
+    np.maximum(ratio_ttft_d, ratio_tpot_d, out=v0)
+    np.less_equal(v0, model._feasible, out=ok_d)
     np.logical_and(ok_c, ok_d, out=both)
     np.logical_or(ok_c, ok_d, out=res.meets_slo)
     np.less(cost_d, cost_c, out=by_cost)
     # Both feasible: by cost; one: that one; neither: less unpriced harm. (Selections
-    # between flags and between small integers are arithmetic: no branch per request.)
+    # between flags are arithmetic: no branch per request.)
     np.less(raw_d, raw_c, out=less)
-    _select_flags(res.meets_slo, ok_d, less, out=inner)
-    _select_flags(both, by_cost, inner, out=res.is_disaggregated)
+    select_flags(res.meets_slo, ok_d, less, out=inner)
+    select_flags(both, by_cost, inner, out=res.is_disaggregated)
 
     # The component favouring the chosen path most; the first of equals, as decide's loop.
     np.multiply(by_cost, 2.0, out=sign)
@@ -293,129 +333,5 @@ def _decide_block(
     np.subtract(harm_c, harm_d, out=v3)
     v3 *= w
     v3 *= sign
-    _first_max((v0, v1, v2, v3), best, better, index)
-    np.multiply(by_cost, _REASON_LOOKUP.shape[1], out=index)
-    index += best
-    np.take(_REASON_LOOKUP.ravel(), index, out=lookup, mode="wrap")  # in range: unbuffered
-    reason = res.reason_index  # lookup if both feasible, else slo_only / slo_none
-    np.multiply(res.meets_slo, _SLO_ONLY_INDEX - _SLO_NONE_INDEX, out=reason)
-    reason += _SLO_NONE_INDEX
-    lookup -= reason
-    lookup *= both
-    reason += lookup
-
-
-def _prefill_into(model: QueueAwareModel, tokens: FloatArray, out: FloatArray) -> None:
-    """``out = T_P(tokens)``, as ``prefill_ms`` (``out`` may be ``tokens``)."""
-    np.subtract(tokens, model._knee, out=out)
-    np.maximum(0.0, out, out=out)
-    out *= model._p1
-    out += model._pf
-
-
-def _tpot_into(
-    model: QueueAwareModel,
-    batch: FloatArray,
-    context: FloatArray,
-    L: FloatArray,
-    half_out: FloatArray,
-    pending: FloatArray,
-    c: FloatArray,
-    c_lin: FloatArray,
-    rate: FloatArray,
-    out: FloatArray,
-    t1: FloatArray,
-    t2: FloatArray,
-    t3: FloatArray,
-) -> None:
-    """``out = min((s + min(1, P / c) * f) / (1 - rho), s + f)``, ``s = s(B + 1, K + L + O/2)``,
-    ``f = f(c, B + 1)``, ``rho = max(0, min(rate * f / c / 1000, f / (s + f)))`` (``c_lin = i1 + i2 * c``;
-    ``tpot_ms``)."""
-    np.add(batch, 1.0, out=t1)
-    np.multiply(t1, model._a1, out=out)
-    out += model._a0
-    np.add(context, L, out=t2)
-    t2 += half_out
-    t2 *= model._a2
-    out += t2
-    t1 *= model._i3
-    t1 += c_lin
-    t1 *= c
-    np.multiply(rate, t1, out=t3)  # rho = max(0, min(rate * f / c / 1000, f / (s + f)))
-    t3 /= c
-    t3 /= 1000.0
-    np.add(out, t1, out=t2)
-    np.divide(t1, t2, out=t2)
-    np.minimum(t3, t2, out=t3)
-    np.maximum(0.0, t3, out=t3)
-    np.subtract(1.0, t3, out=t3)
-    np.divide(pending, c, out=t2)
-    np.minimum(1.0, t2, out=t2)
-    t2 *= t1
-    t1 += out  # s + f, the bound
-    out += t2
-    out /= t3
-    np.minimum(out, t1, out=out)
-
-
-def _prefill_many(model: QueueAwareModel, tokens: FloatArray) -> FloatArray:
-    """``T_P(tokens)``, as ``prefill_ms``, in a new array."""
-    return model._pf + model._p1 * np.maximum(0.0, tokens - model._knee)
-
-
-class _Scratch:
-    """Preallocated intermediates of one block: a row per name in ``_decide_block``."""
-
-    NUM_FLOATS = 31
-    NUM_FLAGS = 9
-    NUM_INTS = 3
-
-    def __init__(self, size: int) -> None:
-        self.floats = np.empty((self.NUM_FLOATS, size))
-        self.flags = np.empty((self.NUM_FLAGS, size), dtype=np.bool_)
-        self.ints = np.empty((self.NUM_INTS, size), dtype=np.int64)
-
-
-def _pressure_into(ratio: FloatArray, target_ms: FloatArray, is_bounded: bool, out: FloatArray) -> None:
-    """``out = _pressure`` from ``ratio = predicted / target`` (``is_bounded``: no target is inf)."""
-    np.minimum(1.0, ratio, out=out)
-    if not is_bounded:
-        np.copyto(out, 1.0, where=target_ms == math.inf)
-
-
-def _select_flags(
-    mask: npt.NDArray[np.bool_],
-    if_true: npt.NDArray[np.bool_],
-    if_false: npt.NDArray[np.bool_],
-    out: npt.NDArray[np.bool_],
-) -> None:
-    """``out = np.where(mask, if_true, if_false)`` for flags: ``b ^ (mask & (a ^ b))``."""
-    np.logical_xor(if_true, if_false, out=out)
-    out &= mask
-    out ^= if_false
-
-
-def _first_max(
-    values: tuple[FloatArray, ...],
-    best: npt.NDArray[np.int64],
-    better: npt.NDArray[np.bool_],
-    scratch_int: npt.NDArray[np.int64],
-) -> None:
-    """``best`` = per request, the index of the largest of ``values``, the first of equals.
-
-    ``decide``'s loop: ``values[k]`` replaces the best so far only when strictly greater (a NaN
-    never does, and once best, is never beaten). ``values[0]`` is overwritten. Indices only
-    grow, so "becomes k" is ``max(best, k * better)``; without NaN the best value so far is a
-    plain maximum (ties hold equal values), with one the exact masked copy.
-    """
-    best_val = values[0]
-    has_nan = any(math.isnan(np.maximum.reduce(v)) for v in values)  # a NaN is the maximum
-    best.fill(0)
-    for k, v in enumerate(values[1:], start=1):
-        np.greater(v, best_val, out=better)
-        np.multiply(better, k, out=scratch_int)
-        np.maximum(best, scratch_int, out=best)
-        if has_nan:
-            np.copyto(best_val, v, where=better)
-        else:
-            np.maximum(best_val, v, out=best_val)
+    first_max_of_four((v0, v1, v2, v3), best, (m01, m23), (f1, f2, mask))
+    reason_into(best, by_cost, res.meets_slo, both, code, tmp, res.reason_index)

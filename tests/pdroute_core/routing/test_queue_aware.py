@@ -28,7 +28,7 @@ from pdroute_core.routing import (
     term_names,
 )
 from pdroute_core.routing.queue_aware import REASONS
-from pdroute_core.routing.queue_aware_block import BLOCK, _first_max
+from pdroute_core.routing.queue_aware_block import BLOCK
 from solver.errors import InvalidParams
 from tests.conftest import TEST_PARAMS
 
@@ -417,26 +417,3 @@ def test_decide_many_equals_decide_across_blocks(poisoned: bool, monkeypatch: py
     ]
     model = _model(0.25, chunk_ms_per_token_sq=1e-5, chunk_ms_per_token_seq=2e-5)
     assert model.decide_many(RouteColumns.from_inputs(rows)).rows() == [model.decide(r) for r in rows]
-
-
-_any_float = st.one_of(
-    st.floats(allow_nan=True, allow_infinity=True), st.sampled_from([0.0, -0.0, 1.0, math.nan])
-)
-
-
-@settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(_any_float, _any_float, _any_float, _any_float), min_size=1, max_size=30))
-def test_first_max_is_decides_loop(rows: list[tuple[float, float, float, float]]) -> None:
-    # decide: a component replaces the best so far only when strictly greater (NaN never does).
-    expected = []
-    for diffs in rows:
-        best = 0
-        for k in range(1, 4):
-            if diffs[k] > diffs[best]:
-                best = k
-        expected.append(best)
-    values = tuple(np.array(column, dtype=np.float64) for column in zip(*rows, strict=True))
-    best_index = np.empty(len(rows), dtype=np.int64)
-    scratch = np.empty(len(rows), dtype=np.int64)
-    _first_max(values, best_index, np.empty(len(rows), dtype=np.bool_), scratch)
-    assert best_index.tolist() == expected
