@@ -16,6 +16,7 @@ both models in-process (bar: 10 million decisions/s).
 from __future__ import annotations
 
 import argparse
+import asyncio
 import dataclasses
 import json
 import os
@@ -28,8 +29,10 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+from starlette.types import ASGIApp
 
 from app.http_protocol import HTTP_PROTOCOL, MAX_HEAD_BYTES
 from app.settings import embedded_params_path
@@ -236,6 +239,45 @@ def inprocess_bench(model_name: str, params: str) -> float:
     return best
 
 
+def asgi_us(app: ASGIApp, body: bytes, n: int = 20_000) -> float:
+    """Microseconds per ``POST /route`` through ``app`` called directly (no server, no socket;
+    best of three): the app's own work with hot caches."""
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    scope: dict[str, Any] = {"type": "http", "method": "POST", "path": "/route", "headers": headers}
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    async def send(message: Any) -> None:
+        return None
+
+    async def run() -> float:
+        start = time.perf_counter()
+        for _ in range(n):
+            await app(dict(scope), receive, send)
+        return (time.perf_counter() - start) / n * 1e6
+
+    return min(asyncio.run(run()) for _ in range(3))
+
+
+def inprocess_app_bench(model_name: str, params: str, body: dict[str, object]) -> None:
+    """pdroute's whole ASGI app in-process against the bare app, on the same body."""
+    from prometheus_client import CollectorRegistry
+
+    from app.main import create_app
+    from app.settings import Settings
+    from bench.bare_app import app as bare
+
+    raw = json.dumps(body).encode()
+    settings = Settings.model_validate({"params_path": params, "model": model_name, "watch_params": False})
+    pdroute = asgi_us(create_app(settings, registry=CollectorRegistry()), raw)
+    base = asgi_us(bare, raw)
+    print(
+        f"in-process ASGI app, {model_name:<11}: {pdroute:5.1f} us per request against {base:.1f} us "
+        f"bare (pdroute's own work {pdroute - base:.1f} us; bench.bench_floor: what that costs under wrk)"
+    )
+
+
 def queue_aware_params(out_dir: Path) -> str:
     """Params with both models, fitted from the embedded profile by ``pdroute fit``."""
     profile = Path(str(embedded_params_path())).parents[1] / "profiles" / "default.json"
@@ -281,6 +323,8 @@ def main() -> None:
                 raise SystemExit("bench_route needs wrk: run scripts/system-deps.sh (Debian's wrk package)")
             for model in models:
                 http_bench(model, params[model], bodies[model], args.connections, args.seconds, args.rounds)
+        for model in models:
+            inprocess_app_bench(model, params[model], bodies[model])
         for model in models:
             inprocess_bench(model, params[model])
 
