@@ -369,25 +369,12 @@ def test_design_only_columns_are_independent_arrays() -> None:
     assert all(np.isnan(v).all() for name, v in cols.optional.items() if name != "pending_prefill_tokens")
 
 
-@pytest.mark.parametrize("poisoned", [False, True])
-def test_decide_many_equals_decide_across_blocks(poisoned: bool, monkeypatch: pytest.MonkeyPatch) -> None:
-    # More than one block, the last one short, reported and unreported inputs mixed per column:
-    # the scratch rows are reused from block to block and must carry nothing over. Poisoned:
-    # every scratch float starts as a signalling NaN (what np.empty may hand back), and no
-    # operation may read one (numpy would warn "invalid value", an error under pytest here).
-    if poisoned:
-        plain_init = queue_aware_block._Scratch.__init__
-
-        def poisoned_init(self: Any, size: int) -> None:
-            plain_init(self, size)
-            self.floats.view(np.uint64).fill(0x7FF0000000000001)
-
-        monkeypatch.setattr(queue_aware_block._Scratch, "__init__", poisoned_init)
-    rng = np.random.default_rng(7)
-    n = BLOCK + 37
+def _random_rows(n: int, seed: int, missing: float = 0.2) -> list[RouteInputs]:
+    """``n`` requests, each optional input missing with probability ``missing``."""
+    rng = np.random.default_rng(seed)
 
     def maybe(low: int, high: int) -> list[int | None]:
-        return [None if rng.random() < 0.2 else int(v) for v in rng.integers(low, high, n)]
+        return [None if rng.random() < missing else int(v) for v in rng.integers(low, high, n)]
 
     optional: dict[str, list[Any]] = {
         "prefill_queue_requests": maybe(0, 20),
@@ -404,7 +391,7 @@ def test_decide_many_equals_decide_across_blocks(poisoned: bool, monkeypatch: py
         "colloc_prefill_tokens_per_s": [None if v is None else v / 7.0 for v in maybe(0, 200_000)],
         "decode_prefill_tokens_per_s": [None if v is None else v / 3.0 for v in maybe(0, 200_000)],
     }
-    rows = [
+    return [
         RouteInputs(
             int(rng.integers(1, 8192)),
             int(rng.integers(1, 2048)),
@@ -415,5 +402,22 @@ def test_decide_many_equals_decide_across_blocks(poisoned: bool, monkeypatch: py
         )
         for i in range(n)
     ]
+
+
+@pytest.mark.parametrize("poisoned", [False, True])
+def test_decide_many_equals_decide_across_blocks(poisoned: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    # More than one block, the last one short, reported and unreported inputs mixed per column:
+    # the scratch rows are reused from block to block and must carry nothing over. Poisoned:
+    # every scratch float starts as a signalling NaN (what np.empty may hand back), and no
+    # operation may read one (numpy would warn "invalid value", an error under pytest here).
+    if poisoned:
+        plain_init = queue_aware_block._Scratch.__init__
+
+        def poisoned_init(self: Any, size: int) -> None:
+            plain_init(self, size)
+            self.floats.view(np.uint64).fill(0x7FF0000000000001)
+
+        monkeypatch.setattr(queue_aware_block._Scratch, "__init__", poisoned_init)
+    rows = _random_rows(BLOCK + 37, seed=7)
     model = _model(0.25, chunk_ms_per_token_sq=1e-5, chunk_ms_per_token_seq=2e-5)
     assert model.decide_many(RouteColumns.from_inputs(rows)).rows() == [model.decide(r) for r in rows]

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 
 from pdroute_core.params import params_from_dict
-from pdroute_core.routing import QueueAwareModel, RouteColumns, RouteInputs, block_pool, queue_aware_block
+from pdroute_core.routing import QueueAwareModel, RouteColumns, block_pool, queue_aware_block
 from pdroute_core.routing.queue_aware import QueueAwareBatch, QueueAwareBreakdown
 from pdroute_core.routing.queue_aware_block import TERMS, Answers
 from tests.conftest import TEST_PARAMS
-from tests.pdroute_core.routing.test_queue_aware import FORMS
+from tests.pdroute_core.routing.test_queue_aware import FORMS, _random_rows
 
 
 def _model(harm_weight: float = 0.25) -> QueueAwareModel:
@@ -31,40 +31,6 @@ def _rows(model: QueueAwareModel, cols: RouteColumns, answers: Answers) -> list[
         model.harm_weight,
         answers.terms,
     ).rows()
-
-
-def _random_rows(n: int, seed: int, missing: float = 0.2) -> list[RouteInputs]:
-    rng = np.random.default_rng(seed)
-
-    def maybe(low: int, high: int) -> list[int | None]:
-        return [None if rng.random() < missing else int(v) for v in rng.integers(low, high, n)]
-
-    optional: dict[str, list[Any]] = {
-        "prefill_queue_requests": maybe(0, 20),
-        "prefill_queue_tokens": maybe(0, 50_000),
-        "prefill_running_requests": maybe(0, 8),
-        "prefill_pool_gpus": maybe(1, 8),
-        "pending_prefill_tokens": maybe(0, 4096),
-        "decode_pending_prefill_tokens": maybe(0, 4096),
-        "colloc_context_tokens": maybe(0, 200_000),
-        "decode_context_tokens": maybe(0, 200_000),
-        "cached_prompt_tokens": maybe(0, 512),
-        "ttft_slo_ms": [None if v is None else float(v) for v in maybe(50, 3000)],
-        "tpot_slo_ms": [None if v is None else float(v) for v in maybe(5, 100)],
-        "colloc_prefill_tokens_per_s": [None if v is None else v / 7.0 for v in maybe(0, 200_000)],
-        "decode_prefill_tokens_per_s": [None if v is None else v / 3.0 for v in maybe(0, 200_000)],
-    }
-    return [
-        RouteInputs(
-            int(rng.integers(1, 8192)),
-            int(rng.integers(1, 2048)),
-            int(rng.integers(0, 64)),
-            int(rng.integers(0, 64)),
-            int(rng.integers(1, 1024)),
-            **{name: values[i] for name, values in optional.items()},
-        )
-        for i in range(n)
-    ]
 
 
 def _bits(answers: Answers) -> list[list[int]]:
