@@ -169,6 +169,34 @@ def test_pipelined_requests_and_keep_alive_past_the_timeout(limited: LiveServer)
     assert status_of(response) == 200
 
 
+def _answer_one(sock: socket.socket) -> int:
+    """Send one /route request on a kept-alive connection; the status of its answer."""
+    sock.sendall(head("/route", len(ROUTE_BODY)) + ROUTE_BODY)
+    received = b""
+    while b"\r\n\r\n" not in received or not received.endswith(b"}"):
+        chunk = sock.recv(65536)
+        assert chunk, received
+        received += chunk
+    return status_of(received)
+
+
+def test_a_busy_connection_outlives_the_request_timeout_then_a_stall_gets_408(limited: LiveServer) -> None:
+    # Requests one after another for three request timeouts: each moves the connection's one
+    # deadline on, so none is cut off however long the connection lives ...
+    sock = connect(limited)
+    statuses = []
+    for _ in range(15):
+        statuses.append(_answer_one(sock))
+        time.sleep(ShortTimeout.request_timeout_s / 5)
+    assert statuses == [200] * 15
+    # ... and a request stalled after them still gets its 408.
+    sock.sendall(b"POST /route HTTP/1.1\r\nhost: 127.0.0.1\r\n")
+    response = read_all(sock)
+    sock.close()
+    assert status_of(response) == 408
+    still_serves(limited)
+
+
 @pytest.mark.parametrize(
     "sent",
     [b"", b"POST /route HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-le"],
