@@ -1,7 +1,7 @@
 """Decision quality: a candidate policy against the static rules, light to overloaded.
 
     .venv/bin/python -m bench.bench_decisions [--profile default,...] [--topology conditional,pools]
-        [--predict exact,mean] [--candidate queue-aware] [--policies a,b,...] [--trace CSV]
+        [--predict exact,mean,bucket-mean] [--candidate queue-aware] [--policies a,b,...] [--trace CSV]
         [--max-requests N] [--loads 4] [--shed] [--jobs 1] [--json OUT]
 
 For each profile x topology, the loads are found automatically: the rate is raised (doubling,
@@ -278,7 +278,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", default="default", help="comma list of profile names or paths")
     parser.add_argument("--trace", type=Path, default=DEFAULT_TRACE)
     parser.add_argument("--topology", default="conditional", help="comma list: conditional, pools")
-    parser.add_argument("--predict", default="exact", help="comma list: exact, mean, fixed:N")
+    parser.add_argument("--predict", default="exact", help="comma list: exact, mean, bucket-mean, fixed:N")
     parser.add_argument("--candidate", default="queue-aware", help="the policy compared with the rules")
     parser.add_argument("--policies", default=",".join(DEFAULT_POLICIES), help="policies to run")
     parser.add_argument("--max-requests", type=int, help="use the first N requests (Poisson: N requests)")

@@ -77,7 +77,9 @@ def register(sub: Any) -> None:
         default=50,
         help="--calibrate: observations between swaps of the calibrated model (default 50)",
     )
-    sweep.add_argument("--predict", default="exact", help="output-length prediction: exact | mean | fixed:N")
+    sweep.add_argument(
+        "--predict", default="exact", help="output-length prediction: exact | mean | bucket-mean | fixed:N"
+    )
     sweep.add_argument(
         "--shed",
         action="store_true",

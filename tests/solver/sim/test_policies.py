@@ -108,7 +108,8 @@ def test_queue_threshold_decisions_in_a_simulation(profile: ProfileResult, mixed
 
 
 @pytest.mark.parametrize(
-    "prediction", [OutputPrediction(), OutputPrediction("fixed", 64), OutputPrediction("mean")]
+    "prediction",
+    [OutputPrediction(), OutputPrediction("fixed", 64), *map(OutputPrediction, ("mean", "bucket-mean"))],
 )
 @pytest.mark.parametrize("topology", ["conditional", "pools"])
 def test_cost_model_decisions_in_a_simulation(
@@ -144,9 +145,19 @@ def test_predictions() -> None:
     assert parse_prediction("fixed:12") == OutputPrediction("fixed", 12)
     assert parse_prediction("mean") == OutputPrediction("mean")
     assert parse_prediction("fixed:12").label == "fixed:12"
+    assert parse_prediction("bucket-mean") == OutputPrediction("bucket-mean")
 
 
-@pytest.mark.parametrize("text", ["fixed", "fixed:x", "fixed:0", "median", "exact:3"])
+def test_bucket_mean_is_the_mean_output_of_prompts_of_the_same_power_of_two() -> None:
+    # Buckets [1, 2), [2, 4), [4, 8), ..., [1024, 2048), [4096, 8192).
+    prompts = np.array([1, 3, 2, 3, 1024, 2047, 1500, 5000])
+    outputs = np.array([9, 10, 21, 30, 100, 201, 300, 4])
+    wl = Workload(np.zeros(len(prompts)), prompts, outputs)
+    # [1,2): 9; [2,4): (10+21+30)/3 = 20.33 -> 20; [1024,2048): 601/3 = 200.33 -> 200; 5000: 4.
+    assert OutputPrediction("bucket-mean").predict(wl).tolist() == [9, 20, 20, 20, 200, 200, 200, 4]
+
+
+@pytest.mark.parametrize("text", ["fixed", "fixed:x", "fixed:0", "median", "exact:3", "bucket-mean:2"])
 def test_bad_predictions_are_rejected(text: str) -> None:
     with pytest.raises(InvalidSimConfig):
         parse_prediction(text)
