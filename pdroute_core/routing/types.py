@@ -143,7 +143,9 @@ class RouteColumns:
 
 
 class Breakdown(Protocol):
-    """One decision with its terms; a frozen dataclass starting with ``HEAD_FIELDS``."""
+    """One decision with its terms; a frozen dataclass starting with ``HEAD_FIELDS``, without
+    ``__slots__`` (built by ``pdroute_core.records.from_fields``; the service's answer encoder
+    reads its ``__dict__``)."""
 
     @property
     def decision(self) -> Decision: ...
