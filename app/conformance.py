@@ -3,13 +3,16 @@
 ``build_vectors()`` decides a fixed set of requests exactly as ``POST /route`` does (the same
 request schema, the same defaults, the same model built by the same registry) for several
 service configurations: both decision models on each shipped params file, and configurations
-with a harm weight, an SLO margin and default SLOs set. Nothing random, nothing from the clock:
+with a harm weight, an SLO margin, default SLOs and a table of default output lengths set.
+Nothing random, nothing from the clock:
 the file it writes (``conformance/vectors-v1.json``, by ``pdroute conformance``) is the same
 byte for byte on every run, and a test checks the shipped one is current.
 
 Which requests: a few written by hand (the bare minimum, each optional input missing), then,
 from a fixed grid of candidates, the first to give each (reason, decision, meets_slo) not yet
-seen under that configuration, so every reason each model can give is exercised.
+seen under that configuration, so every reason each model can give is exercised. Under a
+configuration with an output table, requests at each bucket's edges, without and with
+predicted_output_len.
 
 Floats are written as Python's ``repr`` (the shortest text that reads back as the same double):
 a Python reader gets the exact values; a port compares decisions and reasons exactly and
@@ -28,6 +31,7 @@ from app.route_codec import encoder_for
 from app.routes.route import RouteDefaults, decide
 from app.schemas import RouteRequest
 from app.settings import embedded_params_path
+from pdroute_core.output_defaults import OutputLenDefaults, parse_table
 from pdroute_core.params import CostModelParams
 from pdroute_core.routing import build_model
 from pdroute_core.routing.queue_aware import DEFAULT_HARM_WEIGHT, DEFAULT_SLO_MARGIN
@@ -61,11 +65,18 @@ class ServiceConfig:
     default_output_len: int = 200
     default_ttft_slo_ms: float | None = None
     default_tpot_slo_ms: float | None = None
+    output_len_by_prompt: str = ""  # PDROUTE_DEFAULT_OUTPUT_LEN_BY_PROMPT
 
     @property
     def id(self) -> str:
+        if self.output_len_by_prompt:
+            return f"{self.params}/{self.model}+output-table"
         extra = "" if self == ServiceConfig(self.params, self.model) else "+settings"
         return f"{self.params}/{self.model}{extra}"
+
+    @property
+    def output_table(self) -> OutputLenDefaults:
+        return parse_table(self.output_len_by_prompt, self.default_output_len)
 
     def settings(self) -> dict[str, Any]:
         """The service settings (``app.settings.Settings`` fields) of this configuration."""
@@ -76,7 +87,12 @@ class ServiceConfig:
             "default_output_len": self.default_output_len,
             "default_ttft_slo_ms": self.default_ttft_slo_ms,
             "default_tpot_slo_ms": self.default_tpot_slo_ms,
+            "default_output_len_by_prompt": self.output_len_by_prompt,
         }
+
+    def reported(self) -> dict[str, Any]:
+        """The settings as ``GET /params`` reports them (the output table as its pairs)."""
+        return {**self.settings(), "default_output_len_by_prompt": self.output_table.to_json()}
 
 
 CONFIGS = (
@@ -91,6 +107,7 @@ CONFIGS = (
         default_ttft_slo_ms=500.0,
         default_tpot_slo_ms=40.0,
     ),
+    ServiceConfig("default", "queue-aware", output_len_by_prompt="1024:340,2048:80,8192:40"),
 )
 
 # Written by hand: the bare minimum (every optional input missing), then one input at a time.
@@ -105,6 +122,18 @@ HAND_PICKED: tuple[dict[str, Any], ...] = (
     {"prompt_len": 2048, "system_load": 16, "tpot_slo_ms": 0.001},
     {"prompt_len": 16_777_216, "system_load": 1_000_000, "predicted_output_len": 16_777_216},
 )
+
+
+def _table_requests(config: ServiceConfig) -> list[dict[str, Any]]:
+    """With an output table: each bucket's edges without predicted_output_len, then the same
+    requests sending the table's value (the same answers)."""
+    table = config.output_table
+    if not table.by_prompt:
+        return []
+    lens = sorted({n for bound, _ in table.by_prompt for n in (bound - 1, bound)} | {1, 65_536})
+    bare = [{"prompt_len": n, "system_load": 16, "pending_prefill_tokens": 4 * n} for n in lens]
+    told = [{**r, "predicted_output_len": table.for_prompt(r["prompt_len"])} for r in bare]
+    return bare + told
 
 
 def _candidates() -> list[dict[str, Any]]:
@@ -150,8 +179,12 @@ def _params(name: str) -> CostModelParams:
 
 def _expected(config: ServiceConfig, params: CostModelParams, requests: list[dict[str, Any]]) -> list[Any]:
     model = build_model(config.model, params, harm_weight=config.harm_weight, slo_margin=config.slo_margin)
+    table = config.output_table
     defaults = RouteDefaults(
-        config.default_output_len, config.default_ttft_slo_ms, config.default_tpot_slo_ms
+        config.default_output_len,
+        config.default_ttft_slo_ms,
+        config.default_tpot_slo_ms,
+        table if table.by_prompt else None,
     )
     answers = []
     for body in requests:
@@ -172,7 +205,7 @@ def build_vectors() -> dict[str, Any]:
     vectors = []
     for config in CONFIGS:
         p = params[config.params]
-        chosen = list(HAND_PICKED)
+        chosen = [*HAND_PICKED, *_table_requests(config)]
         answers = _expected(config, p, chosen)
         seen = {_key(a) for a in answers}
         for body, answer in zip(candidates, _expected(config, p, candidates), strict=True):
@@ -192,7 +225,7 @@ def build_vectors() -> dict[str, Any]:
         "the model, harm_weight, slo_margin and the defaults applied to missing fields.",
         "tolerance": TOLERANCE,
         "params": {name: {"params_id": p.params_id, "document": p.to_dict()} for name, p in params.items()},
-        "services": [{"id": c.id, "params": c.params, **c.settings()} for c in CONFIGS],
+        "services": [{"id": c.id, "params": c.params, **c.reported()} for c in CONFIGS],
         "vectors": vectors,
     }
 

@@ -282,6 +282,12 @@ class ParamsResponse(BaseModel):
     harm_weight: float = Field(description="queue-aware: weight of the harm to other requests")
     slo_margin: float = Field(description="queue-aware: a target is met within (1 - margin) of it")
     default_output_len: int = Field(description="predicted_output_len when a request omits it")
+    default_output_len_by_prompt: list[list[int]] = Field(
+        default_factory=list,
+        description="[min_prompt_len, tokens] pairs, sorted: a request that omits predicted_output_len "
+        "gets the tokens of the largest min_prompt_len <= prompt_len, else default_output_len; "
+        "empty when PDROUTE_DEFAULT_OUTPUT_LEN_BY_PROMPT is off",
+    )
     default_ttft_slo_ms: float | None = Field(description="ttft_slo_ms when a request omits it")
     default_tpot_slo_ms: float | None = Field(description="tpot_slo_ms when a request omits it")
     calibration: dict[str, object] | None = Field(

@@ -6,9 +6,11 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from pdroute_core.errors import PdrouteError
+from pdroute_core.output_defaults import OutputLenDefaults, parse_table
 from pdroute_core.routing.queue_aware import DEFAULT_HARM_WEIGHT, DEFAULT_SLO_MARGIN
 
 
@@ -28,6 +30,20 @@ def _default_target_ms(metric: str) -> Any:
     )
 
 
+class InvalidSettings(PdrouteError):
+    """A setting the service cannot start with (one line naming the environment variable)."""
+
+    @classmethod
+    def of(cls, exc: ValidationError) -> InvalidSettings:
+        """The first error of ``Settings``' validation, as ``PDROUTE_<NAME>: why``."""
+        e = exc.errors(include_url=False)[0]
+        name = "PDROUTE_" + "_".join(str(part) for part in e["loc"]).upper()
+        why = e["msg"].removeprefix("Value error, ")
+        if why.startswith(name + ": "):  # the validator's own line names the bad item
+            return cls(why)
+        return cls(f"{name}: {why} (got {e.get('input')!r})")
+
+
 class Settings(BaseSettings):
     """Everything an operator can set; each field is also ``PDROUTE_<NAME>`` in the environment."""
 
@@ -42,6 +58,12 @@ class Settings(BaseSettings):
     log_level: str = "info"
     default_output_len: int = Field(
         default=200, ge=1, le=1_048_576, description="predicted_output_len when a request omits it"
+    )
+    default_output_len_by_prompt: str = Field(
+        default="",
+        description="predicted_output_len by prompt length when a request omits it: min_prompt_len:tokens "
+        "items, e.g. 1024:340,2048:80 (the largest bound <= prompt_len wins; shorter prompts get "
+        "default_output_len); off when empty",
     )
     admin_token: SecretStr | None = Field(
         default=None, description="bearer token for POST /admin/reload; the endpoint is off when unset"
@@ -136,6 +158,16 @@ class Settings(BaseSettings):
         default=10.0, gt=0, le=86_400, allow_inf_nan=False, description="or seconds since the last swap"
     )
     max_feedback_items: int = Field(default=4096, ge=1, le=100_000, description="items per /feedback/batch")
+
+    @field_validator("default_output_len_by_prompt")
+    @classmethod
+    def _table_parses(cls, value: str) -> str:
+        parse_table(value, 1)  # InvalidOutputTable (a ValueError): one line naming the bad item
+        return value
+
+    def output_len_defaults(self) -> OutputLenDefaults:
+        """The default output length by prompt length (only ``default_output_len`` when the table is off)."""
+        return parse_table(self.default_output_len_by_prompt, self.default_output_len)
 
     def resolved_params_path(self) -> Path:
         return self.params_path if self.params_path is not None else embedded_params_path()

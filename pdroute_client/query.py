@@ -20,6 +20,7 @@ from pdroute_core.bounds import (
     MAX_REQUEST_ID_LEN,
     ROUTE_FIELDS,
 )
+from pdroute_core.output_defaults import OutputLenDefaults
 from pdroute_core.routing import RouteInputs
 
 
@@ -32,7 +33,7 @@ class RouteQuery:
 
     prompt_len: int
     system_load: int
-    predicted_output_len: int | None = None  # the service's default_output_len when None
+    predicted_output_len: int | None = None  # the service's default (by prompt length) when None
     decode_batch_size: int | None = None  # 1 when None
     chunk_size: int | None = None  # 256 when None
     prefill_queue_requests: int | None = None
@@ -72,12 +73,25 @@ class RouteQuery:
         return {name: value for name in _FIELD_ORDER if (value := getattr(self, name)) is not None}
 
     def inputs(
-        self, default_output_len: int, default_ttft_slo_ms: float | None, default_tpot_slo_ms: float | None
+        self,
+        default_output_len: int | OutputLenDefaults,
+        default_ttft_slo_ms: float | None,
+        default_tpot_slo_ms: float | None,
     ) -> RouteInputs:
-        """The model's inputs with the service's defaults applied (as ``app.routes.route.route_inputs``)."""
+        """The model's inputs with the service's defaults applied (as ``app.routes.route.route_inputs``).
+
+        ``default_output_len``: one length for every request, or the service's table by prompt length.
+        """
+        output_len = self.predicted_output_len
+        if output_len is None:
+            output_len = (
+                default_output_len
+                if isinstance(default_output_len, int)
+                else default_output_len.for_prompt(self.prompt_len)
+            )
         return RouteInputs(
             prompt_len=self.prompt_len,
-            predicted_output_len=self.predicted_output_len or default_output_len,
+            predicted_output_len=output_len,
             system_load=self.system_load,
             decode_batch_size=(
                 DEFAULT_DECODE_BATCH_SIZE if self.decode_batch_size is None else self.decode_batch_size

@@ -1,7 +1,8 @@
 """``ServedParams``: what ``GET /params`` says the service serves, and the local decision on it.
 
 The body carries the params document, the model's name, its settings (harm weight, SLO margin),
-the defaults the service applies to a request's missing fields and, when the service
+the defaults the service applies to a request's missing fields (with the table of default output
+lengths by prompt length, ``pdroute_core.output_defaults``) and, when the service
 recalibrates online, the corrections in force (applied here the same way, by
 ``pdroute_core.calibration.calibrated_model``). The same model code the
 service runs (``pdroute_core.routing.build_model``) is built on them, so a local decision equals
@@ -20,6 +21,7 @@ from pdroute_client.answer import LOCAL, Answer
 from pdroute_client.query import RouteQuery
 from pdroute_core.calibration import TERMS, Corrections, calibrated_model
 from pdroute_core.errors import InvalidParams
+from pdroute_core.output_defaults import InvalidOutputTable, OutputLenDefaults
 from pdroute_core.params import CostModelParams, params_from_dict
 from pdroute_core.routing import DecisionModel, RouteColumns, build_model, term_names
 from pdroute_core.routing.queue_aware import QueueAwareModel
@@ -59,6 +61,17 @@ def corrections_of(body: Mapping[str, Any]) -> Corrections | None:
     return Corrections(**values)
 
 
+def output_table_of(body: Mapping[str, Any], default: int) -> OutputLenDefaults:
+    """The default output lengths by prompt length ``/params`` states (none when absent: an older service)."""
+    value = body.get("default_output_len_by_prompt")
+    if value is None:
+        return OutputLenDefaults(default)
+    try:
+        return OutputLenDefaults.from_json(default, value, "/params default_output_len_by_prompt")
+    except InvalidOutputTable as exc:
+        raise InvalidParams(str(exc)) from None
+
+
 @dataclass(frozen=True)
 class ServedParams:
     """One ``/params`` snapshot with the decision model built on it."""
@@ -70,6 +83,13 @@ class ServedParams:
     default_ttft_slo_ms: float | None
     default_tpot_slo_ms: float | None
     etag: str | None  # the answer's ETag, sent back as If-None-Match
+    # default_output_len_by_prompt; None when off or from an older service without it.
+    output_table: OutputLenDefaults | None = None
+
+    @property
+    def output_len(self) -> OutputLenDefaults | int:
+        """What a query without predicted_output_len is told: the table, else default_output_len."""
+        return self.default_output_len if self.output_table is None else self.output_table
 
     @classmethod
     def from_body(cls, body: Any, etag: str | None = None) -> ServedParams:
@@ -94,6 +114,7 @@ class ServedParams:
         model = build_model(
             name, params, harm_weight=_number(body, "harm_weight"), slo_margin=_number(body, "slo_margin")
         )
+        table = output_table_of(body, output_len)
         corrections = corrections_of(body)
         if corrections is not None and isinstance(model, QueueAwareModel):
             model = calibrated_model(model, corrections)  # as the service decides (app.calibration_state)
@@ -105,6 +126,7 @@ class ServedParams:
             default_ttft_slo_ms=_optional_number(body, "default_ttft_slo_ms"),
             default_tpot_slo_ms=_optional_number(body, "default_tpot_slo_ms"),
             etag=etag,
+            output_table=table if table.by_prompt else None,
         )
 
     def decide(self, query: RouteQuery, why: str) -> Answer:
@@ -112,12 +134,12 @@ class ServedParams:
 
         Raises ``pdroute_core.errors.PdrouteError`` when the model cannot decide the request.
         """
-        inputs = query.inputs(self.default_output_len, self.default_ttft_slo_ms, self.default_tpot_slo_ms)
+        inputs = query.inputs(self.output_len, self.default_ttft_slo_ms, self.default_tpot_slo_ms)
         return self._answer(self.model.decide(inputs), query, why)
 
     def decide_many(self, queries: Sequence[RouteQuery], why: str) -> list[Answer]:
         """The local answers to many queries (the vectorised model; the same answers as ``decide``)."""
-        defaults = (self.default_output_len, self.default_ttft_slo_ms, self.default_tpot_slo_ms)
+        defaults = (self.output_len, self.default_ttft_slo_ms, self.default_tpot_slo_ms)
         columns = RouteColumns.from_inputs([q.inputs(*defaults) for q in queries])
         rows = self.model.decide_many(columns).rows()
         return [self._answer(b, q, why) for b, q in zip(rows, queries, strict=True)]

@@ -10,7 +10,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from app.settings import Settings
+from pydantic import ValidationError
+
+from app.settings import InvalidSettings, Settings
 
 # On SIGTERM, requests still in flight after this long are cancelled (a client that stopped
 # sending its body would otherwise hold the shutdown until the kubelet's SIGKILL). Within the
@@ -53,7 +55,10 @@ def run(args: argparse.Namespace) -> int:
         "log_level": args.log_level,
         "model": args.model,
     }
-    settings = Settings(**{k: v for k, v in overrides.items() if v is not None})
+    try:
+        settings = Settings(**{k: v for k, v in overrides.items() if v is not None})
+    except ValidationError as exc:  # a bad PDROUTE_* value: one line, exit 2
+        raise InvalidSettings.of(exc) from None
     # Validate before starting: a bad file is one clear line and a non-zero exit, not a
     # traceback from inside the server's startup.
     params = load_params(settings.resolved_params_path())

@@ -62,6 +62,7 @@ async def get_params(
         harm_weight=store.harm_weight,  # what the served model was built with
         slo_margin=store.slo_margin,
         default_output_len=settings.default_output_len,
+        default_output_len_by_prompt=settings.output_len_defaults().to_json(),
         default_ttft_slo_ms=settings.default_ttft_slo_ms,
         default_tpot_slo_ms=settings.default_tpot_slo_ms,
         calibration=request.app.state.calibration.summary(),

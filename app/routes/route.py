@@ -37,6 +37,7 @@ from app.params_store import ParamsStore
 from app.route_codec import encoder_for
 from app.schemas import ErrorResponse, RouteBatchRequest, RouteBatchResponse, RouteRequest, RouteResponse
 from app.settings import Settings
+from pdroute_core.output_defaults import OutputLenDefaults
 from pdroute_core.records import from_fields
 from pdroute_core.routing import DecisionModel, QueueAwareModel, RouteColumns, RouteInputs
 from solver.errors import PdrouteError
@@ -61,13 +62,21 @@ _input_values = itemgetter(*INPUT_FIELDS)
 class RouteDefaults:
     """What the service assumes for a request's missing fields (from ``Settings``)."""
 
-    output_len: int  # predicted_output_len when a request omits it
+    output_len: int  # predicted_output_len when a request omits it (and the table is off)
     ttft_slo_ms: float | None  # PDROUTE_DEFAULT_TTFT_SLO_MS
     tpot_slo_ms: float | None  # PDROUTE_DEFAULT_TPOT_SLO_MS
+    # PDROUTE_DEFAULT_OUTPUT_LEN_BY_PROMPT: None when off (then output_len, one attribute check).
+    output_table: OutputLenDefaults | None = None
 
     @classmethod
     def from_settings(cls, settings: Settings) -> RouteDefaults:
-        return cls(settings.default_output_len, settings.default_ttft_slo_ms, settings.default_tpot_slo_ms)
+        table = settings.output_len_defaults()
+        return cls(
+            settings.default_output_len,
+            settings.default_ttft_slo_ms,
+            settings.default_tpot_slo_ms,
+            table if table.by_prompt else None,
+        )
 
 
 def route_inputs(
@@ -81,7 +90,10 @@ def route_inputs(
     # Every RouteInputs field, in order, from the parsed request (its fields are a superset).
     values = dict(zip(INPUT_FIELDS, _input_values(req.__dict__), strict=True))
     if values["predicted_output_len"] is None:
-        values["predicted_output_len"] = defaults.output_len
+        table = defaults.output_table
+        values["predicted_output_len"] = (
+            defaults.output_len if table is None else table.for_prompt(values["prompt_len"])
+        )
     # None only when the request names an engine target: then filled, or assumed as here.
     if values["system_load"] is None:
         values["system_load"] = ASSUMED_SYSTEM_LOAD
