@@ -44,7 +44,13 @@ def test_the_body_carries_what_the_service_applies(make_server: Any, queue_aware
 
 @pytest.mark.parametrize(
     "settings",
-    [{"harm_weight": 1.0}, {"slo_margin": 0.3}, {"default_output_len": 7}, {"default_tpot_slo_ms": 30.0}],
+    [
+        {"harm_weight": 1.0},
+        {"slo_margin": 0.3},
+        {"default_output_len": 7},
+        {"default_tpot_slo_ms": 30.0},
+        {"default_output_len_by_prompt": "1024:40"},
+    ],
 )
 def test_a_setting_that_changes_decisions_changes_the_etag(
     make_server: Any, queue_aware_params_file: Path, settings: dict[str, Any]
