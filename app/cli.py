@@ -26,6 +26,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "app.commands.plan",
     "app.commands.simulate",
     "app.commands.conformance",
+    "app.commands.output_table",
 )
 
 

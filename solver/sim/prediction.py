@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from pdroute_core.output_defaults import OutputLenDefaults
 from solver.errors import InvalidSimConfig
 from solver.sim.workload import Workload
 
@@ -47,12 +48,33 @@ class OutputPrediction:
         if self.kind == "exact":
             return workload.output_len.copy()
         if self.kind == "bucket-mean":
-            bucket = np.log2(workload.prompt_len).astype(np.int64)  # prompt_len >= 1: bucket >= 0
-            totals = np.bincount(bucket, weights=workload.output_len)
-            means = np.rint(totals / np.maximum(np.bincount(bucket), 1))
-            return np.maximum(means[bucket], 1).astype(np.int64)
+            bucket, means, _ = bucket_means(workload)
+            return means[bucket]
         value = self.value if self.kind == "fixed" else round(float(np.mean(workload.output_len)))
         return np.full(workload.num_requests, max(int(value or 1), 1), dtype=np.int64)
+
+
+def bucket_means(
+    workload: Workload,
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """Each request's power-of-two prompt bucket ``k`` (``2**k <= prompt_len < 2**(k+1)``), and
+    per bucket ``k``: the mean output length of its requests (tokens, rounded, at least 1) and
+    their count (0 for an empty bucket)."""
+    bucket = np.log2(workload.prompt_len).astype(np.int64)  # prompt_len >= 1: bucket >= 0
+    counts = np.bincount(bucket)
+    totals = np.bincount(bucket, weights=workload.output_len)
+    means = np.maximum(np.rint(totals / np.maximum(counts, 1)), 1).astype(np.int64)
+    return bucket, means, counts
+
+
+def output_table(workload: Workload) -> OutputLenDefaults:
+    """The service's table of default output lengths (``PDROUTE_DEFAULT_OUTPUT_LEN_BY_PROMPT``)
+    that tells every request of ``workload`` what ``bucket-mean`` tells it: one
+    ``(2**k, mean)`` entry per non-empty bucket; the default is the trace-wide mean (``mean``)."""
+    _, means, counts = bucket_means(workload)
+    default = OutputPrediction("mean").predict(workload)[0]  # a workload has a request
+    pairs = tuple((2**k, int(means[k])) for k in np.flatnonzero(counts).tolist())
+    return OutputLenDefaults(int(default), pairs)
 
 
 def parse_prediction(text: str) -> OutputPrediction:
