@@ -1,7 +1,7 @@
 """Decision quality: a candidate policy against the static rules, light to overloaded.
 
     .venv/bin/python -m bench.bench_decisions [--profile default,...] [--topology conditional,pools]
-        [--predict exact,mean,bucket-mean] [--candidate queue-aware] [--policies a,b,...] [--trace CSV]
+        [--predict exact,mean,bucket-mean] [--candidate queue-aware] [--policies a,b,...] [--trace CSV | --lengths SPEC]
         [--max-requests N] [--loads 4] [--shed] [--jobs 1] [--json OUT]
 
 For each profile x topology, the loads are found automatically: the rate is raised (doubling,
@@ -19,7 +19,9 @@ Profiles: a name of ``solver/data/profiles`` (``default``, ``qwen3-8b_h200_sxm_v
 ``solver/data/params`` when there is one, else fits the profile. Requests: ``--trace`` (the
 Azure 2023 conversation trace in ``../shared`` by default); when that file does not exist, a
 Poisson load with log-normal lengths of the same means (1,155 prompt, 211 output tokens,
-``--max-requests`` of them, default 20,000). Fleets: ``conditional`` 2 prefill + 6 decode GPUs;
+``--max-requests`` of them, default 20,000). ``--lengths SPEC`` (``lognormal:PMEAN,OMEAN[,SIGMA]``,
+``uniform:...``, ``fixed:P,O``) runs such a Poisson load with other lengths instead, to check a
+model on request shapes the trace does not have. Fleets: ``conditional`` 2 prefill + 6 decode GPUs;
 ``pools`` 2 mixed + 2 prefill + 4 decode GPUs; chunk size the profile's largest.
 
 Static rules ignore the output-length prediction, so their runs (and ``best-static``'s grid)
@@ -44,6 +46,7 @@ from typing import Any
 from pdroute_core.params import CostModelParams
 from pdroute_core.routing.design import AnalyticalCostModel
 from pdroute_core.routing.queue_aware import QueueAwareModel
+from solver.errors import InvalidTrace
 from solver.fit import fit_profile
 from solver.params import load_params
 from solver.profile_io import load_profile
@@ -85,7 +88,11 @@ THRESHOLD_TOKENS, MAX_QUEUE_DEPTH = 1000, 2  # the threshold rules as `pdroute s
 MISSING_RULE = 0.10  # a static rule missing an SLO for more than this share is "failing"
 
 
-def load_requests(trace: Path, max_requests: int | None) -> Workload:
+def load_requests(trace: Path, max_requests: int | None, lengths: str | None = None) -> Workload:
+    if lengths is not None:
+        spec = parse_length_spec(lengths)
+        print(f"(Poisson arrivals, lengths {lengths})", file=sys.stderr)
+        return poisson_workload(max_requests or 20_000, 1.0, spec, seed=0)
     if trace.is_file():
         base = read_trace(trace)
         return base.head(max_requests) if max_requests else base
@@ -277,6 +284,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--profile", default="default", help="comma list of profile names or paths")
     parser.add_argument("--trace", type=Path, default=DEFAULT_TRACE)
+    parser.add_argument(
+        "--lengths",
+        help="Poisson arrivals with these lengths instead of the trace (e.g. lognormal:2048,28)",
+    )
     parser.add_argument("--topology", default="conditional", help="comma list: conditional, pools")
     parser.add_argument("--predict", default="exact", help="comma list: exact, mean, bucket-mean, fixed:N")
     parser.add_argument("--candidate", default="queue-aware", help="the policy compared with the rules")
@@ -299,7 +310,10 @@ def main(argv: list[str] | None = None) -> int:
     predictions = [parse_prediction(p) for p in args.predict.split(",")]
     if args.loads < 2:
         parser.error("--loads: at least 2")
-    base = load_requests(args.trace, args.max_requests)
+    try:
+        base = load_requests(args.trace, args.max_requests, args.lengths)
+    except InvalidTrace as exc:
+        parser.error(f"--lengths: {exc}")
     pairs = [(p, t) for p in args.profile.split(",") for t in args.topology.split(",")]
     for _, topology in pairs:
         if topology not in FLEETS:

@@ -63,3 +63,26 @@ def test_bench_runs_on_a_poisson_load_when_the_trace_is_missing(
     # Static rules ignore the prediction: their rows are the same in both modes.
     exact, mean = doc["blocks"][0]["loads"][0]["policies"], doc["blocks"][1]["loads"][0]["policies"]
     assert exact[:5] == mean[:5]
+
+
+def test_lengths_runs_a_poisson_load_of_those_lengths(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    profile = save_profile_json(make_profile(), tmp_path / "synthetic.json")
+    out = tmp_path / "bench.json"
+    args = ["--profile", str(profile), "--lengths", "fixed:3000,20", "--max-requests", "200"]
+    assert main([*args, "--loads", "2", "--json", str(out)]) == 0
+    assert "lengths fixed:3000,20" in capsys.readouterr().err
+    doc = json.loads(out.read_text())
+    assert len(doc["blocks"]) == 1 and len(doc["blocks"][0]["loads"]) == 2
+    # A 3,000-token prompt is over the threshold rule's 1,000: it disaggregates every request.
+    loads = doc["blocks"][0]["loads"]
+    rows = {p["policy"]: p for p in loads[0]["policies"]}
+    assert rows["threshold"]["goodput_rps"] == rows["disaggregated"]["goodput_rps"]
+
+
+def test_a_bad_length_spec_is_one_clear_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["--lengths", "lognormal:abc"])
+    assert exc.value.code == 2
+    assert "--lengths: length spec 'lognormal:abc'" in capsys.readouterr().err
