@@ -160,6 +160,17 @@ class RouteRequest(_Strict):
             "colloc_prefill_tokens_per_s when both are one GPU)",
         ),
     ] = None
+    prefill_running_tokens: Annotated[
+        int | None,
+        Field(
+            ge=0,
+            le=MAX_TOKENS,
+            description="prompt tokens of the prefills in progress on the prefill pool (what the "
+            "gateway sent there that has not finished prefilling); the queue-aware model waits for "
+            "the first of them to finish. If omitted, they are taken to be as long as the queued "
+            "ones (not listed in assumed)",
+        ),
+    ] = None
 
     decode_target: Annotated[
         str | None,

@@ -49,6 +49,7 @@ class RouteQuery:
     tpot_slo_ms: float | None = None  # the service's default_tpot_slo_ms when None
     colloc_prefill_tokens_per_s: float | None = None  # recent prefill rate of the collocation GPU
     decode_prefill_tokens_per_s: float | None = None  # the same on the decode GPU
+    prefill_running_tokens: int | None = None  # prompt tokens of the prefills running on the pool
     request_id: str | None = None
 
     def __post_init__(self) -> None:
@@ -110,6 +111,7 @@ class RouteQuery:
             tpot_slo_ms=default_tpot_slo_ms if self.tpot_slo_ms is None else self.tpot_slo_ms,
             colloc_prefill_tokens_per_s=self.colloc_prefill_tokens_per_s,
             decode_prefill_tokens_per_s=self.decode_prefill_tokens_per_s,
+            prefill_running_tokens=self.prefill_running_tokens,
         )
 
 

@@ -82,4 +82,5 @@ ROUTE_FIELDS: dict[str, FieldBound] = {
     "tpot_slo_ms": FieldBound("float", 0, MAX_SLO_MS, exclusive_min=True),
     "colloc_prefill_tokens_per_s": FieldBound("float", 0, MAX_TOKENS_PER_S),
     "decode_prefill_tokens_per_s": FieldBound("float", 0, MAX_TOKENS_PER_S),
+    "prefill_running_tokens": FieldBound("int", 0, MAX_TOKENS),
 }

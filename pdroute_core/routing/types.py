@@ -50,8 +50,12 @@ OPTIONAL_INPUTS = (*OPTIONAL_LOAD_INPUTS, "cached_prompt_tokens", "ttft_slo_ms",
 # decode GPU). Optional too, but never listed in ``assumed``: without them the model is the one
 # before they existed (no prefill of later arrivals predicted), every answer bit for bit.
 OPTIONAL_RATE_INPUTS = ("colloc_prefill_tokens_per_s", "decode_prefill_tokens_per_s")
+# Refinements never listed in ``assumed`` either: the rates, and the prompt tokens of the
+# prefills running on the pool (without it the running prefills are taken to be as long as the
+# queued ones, the form before it existed, every answer bit for bit).
+UNLISTED_INPUTS = (*OPTIONAL_RATE_INPUTS, "prefill_running_tokens")
 # Every optional column of ``RouteColumns``.
-COLUMN_INPUTS = (*OPTIONAL_INPUTS, *OPTIONAL_RATE_INPUTS)
+COLUMN_INPUTS = (*OPTIONAL_INPUTS, *UNLISTED_INPUTS)
 
 
 @dataclass(frozen=True)
@@ -78,10 +82,11 @@ class RouteInputs:
     # last second or two, as a gateway counts what it routed or a scrape of a counter sees it).
     colloc_prefill_tokens_per_s: float | None = None
     decode_prefill_tokens_per_s: float | None = None
+    prefill_running_tokens: int | None = None  # prompt tokens of the prefills in progress on the pool
 
     def missing(self) -> tuple[str, ...]:
         """The optional inputs this request did not report, in ``OPTIONAL_INPUTS`` order (the
-        rates of ``OPTIONAL_RATE_INPUTS`` are never listed: see there)."""
+        inputs of ``UNLISTED_INPUTS`` are never listed: see there)."""
         fields = self.__dict__
         return tuple([name for name in OPTIONAL_INPUTS if fields[name] is None])
 
