@@ -1,8 +1,8 @@
 """Decision quality: a candidate policy against the static rules, light to overloaded.
 
     .venv/bin/python -m bench.bench_decisions [--profile default,...] [--topology conditional,pools]
-        [--predict exact,mean,bucket-mean] [--candidate queue-aware] [--policies a,b,...] [--trace CSV | --lengths SPEC]
-        [--max-requests N] [--loads 4] [--shed] [--jobs 1] [--json OUT]
+        [--predict exact,mean,bucket-mean] [--candidate queue-aware] [--policies a,b,...]
+        [--trace CSV | --lengths SPEC] [--max-requests N] [--loads 4] [--shed] [--jobs 1] [--json OUT]
 
 For each profile x topology, the loads are found automatically: the rate is raised (doubling,
 then bisection to within 10 %) until always-collocated misses an SLO for at least 20 % of the
