@@ -21,13 +21,13 @@ from app.schemas import RouteRequest
 from app.settings import embedded_params_path
 from pdroute_core.routing import AUTO, MODEL_NAMES, OPTIONAL_INPUTS, build_model
 from pdroute_core.routing.queue_aware import DEFAULT_HARM_WEIGHT, DEFAULT_SLO_MARGIN
-from pdroute_core.routing.types import OPTIONAL_RATE_INPUTS
+from pdroute_core.routing.types import OPTIONAL_RATE_INPUTS, UNLISTED_INPUTS
 from solver.params import load_params
 
 # The request fields whose flag is not ``--<field with dashes>``.
 _FLAG_OF = {"predicted_output_len": "--output-len"}
 _FLOAT_INPUTS = ("ttft_slo_ms", "tpot_slo_ms", *OPTIONAL_RATE_INPUTS)
-_STATE_INPUTS = (*OPTIONAL_INPUTS, *OPTIONAL_RATE_INPUTS)
+_STATE_INPUTS = (*OPTIONAL_INPUTS, *UNLISTED_INPUTS)
 
 
 def _flag(field: str) -> str:

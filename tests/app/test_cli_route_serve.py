@@ -67,6 +67,7 @@ def test_route_takes_the_optional_inputs_and_the_model(
         "prefill_pool_gpus": 2,
         "cached_prompt_tokens": 64,
         "ttft_slo_ms": 900.0,
+        "prefill_running_tokens": 9000,
     }
     flags = [f"--{k.replace('_', '-')}={v}" for k, v in state.items()]
     base = ["route", "--prompt-len", "1024", "--output-len", "200", "--system-load", "8"]
@@ -75,6 +76,7 @@ def test_route_takes_the_optional_inputs_and_the_model(
     model = QueueAwareModel(load_params(queue_aware_params_file))
     inputs = RouteInputs(1024, 200, 8, prefill_queue_requests=4, prefill_pool_gpus=2)
     inputs = dataclasses.replace(inputs, cached_prompt_tokens=64, ttft_slo_ms=900.0)
+    inputs = dataclasses.replace(inputs, prefill_running_tokens=9000)
     b = model.decide(inputs)
     assert out["model"] == "queue-aware" and out["decision"] == b.decision and out["reason"] == b.reason
     assert out["breakdown"]["prefill_wait_ms"] == b.prefill_wait_ms
@@ -90,6 +92,7 @@ def test_route_takes_the_optional_inputs_and_the_model(
         (["--prefill-pool-gpus", "0"], "--prefill-pool-gpus: must be >= 1, got 0"),
         (["--cached-prompt-tokens", "6"], "--cached-prompt-tokens: Value error, must be <= prompt_len (5)"),
         (["--ttft-slo-ms", "0"], "--ttft-slo-ms: must be > 0"),
+        (["--prefill-running-tokens", "-1"], "--prefill-running-tokens: must be >= 0, got -1"),
         (["--tpot-slo-ms", "inf"], "--tpot-slo-ms"),
         (["--prompt-len", "99999999999"], "--prompt-len: must be <= 16777216"),
         (["--harm-weight", "-1"], "--harm-weight: must be a finite number >= 0"),

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pdroute_core.bounds import MAX_LOAD, MAX_PROMPT_LEN, MAX_SLO_MS, MAX_TOKENS
-from pdroute_core.routing import OPTIONAL_INPUTS
+from pdroute_core.routing import OPTIONAL_INPUTS, UNLISTED_INPUTS
 from tests.app.conftest import LiveServer
 
 
@@ -41,6 +41,7 @@ _FIELDS = [
     "chunk_size",
     "request_id",
     *OPTIONAL_INPUTS,
+    *UNLISTED_INPUTS,
 ]
 # Mostly well-formed shapes with odd values, so validation is exercised past the first field:
 # in-range values up to each bound (the model's arithmetic at its extremes), and just beyond.

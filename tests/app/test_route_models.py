@@ -19,7 +19,7 @@ import app.params_store
 from app.route_codec import breakdown_terms
 from pdroute_core.routing import OPTIONAL_INPUTS, QueueAwareModel, RouteInputs, build_model
 from pdroute_core.routing.queue_aware import DEFAULT_HARM_WEIGHT
-from pdroute_core.routing.types import OPTIONAL_RATE_INPUTS
+from pdroute_core.routing.types import OPTIONAL_RATE_INPUTS, UNLISTED_INPUTS
 from solver.errors import InvalidParams
 from solver.params import load_params
 from tests.app.conftest import LiveServer
@@ -29,6 +29,7 @@ FULL_STATE: dict[str, Any] = {
     "prefill_queue_requests": 3,
     "prefill_queue_tokens": 9000,
     "prefill_running_requests": 2,
+    "prefill_running_tokens": 7000,
     "prefill_pool_gpus": 2,
     "pending_prefill_tokens": 512,
     "colloc_context_tokens": 40_000,
@@ -170,6 +171,7 @@ BAD_NEW_INPUTS: list[tuple[str, Any, str]] = [
     ("ttft_slo_ms", 0, "ttft_slo_ms"),
     ("tpot_slo_ms", 0.0, "tpot_slo_ms"),
     *[(name, v, name) for name in OPTIONAL_RATE_INPUTS for v in (-1, -0.5, "3", True, 1e10)],
+    *[("prefill_running_tokens", v, "prefill_running_tokens") for v in (-1, 1.5, "3", True, 2**70)],
     ("cached_prompt_tokens", 1001, "cached_prompt_tokens: Value error, must be <= prompt_len (1000)"),
 ]
 
@@ -200,7 +202,7 @@ def test_openapi_documents_the_new_inputs_and_both_breakdowns(qa_server: LiveSer
     spec = httpx.get(f"{qa_server.url}/openapi.json").json()
     route = spec["paths"]["/route"]["post"]
     props = route["requestBody"]["content"]["application/json"]["schema"]["properties"]
-    for name in OPTIONAL_INPUTS:
+    for name in (*OPTIONAL_INPUTS, *UNLISTED_INPUTS):
         assert props[name]["description"], name
     assert props["prefill_pool_gpus"]["anyOf"][0]["minimum"] == 1
     answer = route["responses"]["200"]["content"]["application/json"]["schema"]
