@@ -4,10 +4,11 @@
 terms of ``TERMS`` exactly as ``QueueAwareModel.decide`` computes them (a property test checks
 that ``sum_i k_i raw_i`` equals the calibrated model's prediction; where a share itself depends
 on the corrections, a prefill rate's ``rho`` or the decode GPU's pending tokens drained during
-TTFT_d, only approximately, off by the order of ``k - 1``, and exactly at ``k = 1``). ``calibrated_params`` scales
-the fitted forms by the corrections (the bandwidth is divided by the transfer's), and
-``calibrated_model`` adds the queue-wait factor the model multiplies in; the identity leaves the
-model itself. The estimator is ``pdroute_core.calibration``; docs/calibration.md has the table.
+TTFT_d, only approximately, off by the order of ``k - 1``, and exactly at ``k = 1``).
+``calibrated_params`` scales the fitted forms by the corrections (the bandwidth is divided by
+the transfer's), and ``calibrated_model`` adds the queue-wait factor the model multiplies in;
+the identity leaves the model itself. The estimator is ``pdroute_core.calibration``;
+docs/calibration.md has the table.
 """
 
 from __future__ import annotations

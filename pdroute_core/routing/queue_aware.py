@@ -267,9 +267,10 @@ class QueueAwareModel:
 
     def tpot_ms(self, batch: float, context_tokens: float, pending: float, c: float, rate: float) -> float:
         """``min((s + min(1, P / c) * f) / (1 - rho), s + f)``, ``s = s(B, K)``, ``f = f(c, B)``
-        (``rho``: ``prefill_share``). The pending chunks and the later ones share one bound: a
-        step carries at most one chunk, so no TPOT exceeds ``s + f`` (without a rate it never
-        does: the bound changes no bit)."""
+        (``rho``: ``prefill_share``; ``pending`` is P, the pending prompt tokens per decode step:
+        ``decide`` passes 0 collocated and ``P_left / D`` disaggregated, module docstring). The
+        pending chunks and the later ones share one bound: a step carries at most one chunk, so
+        no TPOT exceeds ``s + f`` (without a rate it never does: the bound changes no bit)."""
         step = self.step_ms(batch, context_tokens)
         chunk = self.chunk_ms(c, batch)
         stretched = (step + min(1.0, pending / c) * chunk) / (1.0 - self.prefill_share(rate, step, chunk, c))
