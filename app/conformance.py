@@ -121,6 +121,23 @@ HAND_PICKED: tuple[dict[str, Any], ...] = (
     {"prompt_len": 2048, "system_load": 16, "ttft_slo_ms": 1e6, "tpot_slo_ms": 1e6},
     {"prompt_len": 2048, "system_load": 16, "tpot_slo_ms": 0.001},
     {"prompt_len": 16_777_216, "system_load": 1_000_000, "predicted_output_len": 16_777_216},
+    # A busy prefill pool whose running prefills report their prompt tokens (the residual wait).
+    {
+        "prompt_len": 2048,
+        "system_load": 16,
+        "prefill_queue_requests": 4,
+        "prefill_running_requests": 2,
+        "prefill_pool_gpus": 2,
+        "prefill_running_tokens": 30_000,
+    },
+    # A local backlog sends the request away, to a decode GPU with prompts pending (its TPOT share).
+    {
+        "prompt_len": 2048,
+        "system_load": 64,
+        "pending_prefill_tokens": 60_000,
+        "decode_batch_size": 8,
+        "decode_pending_prefill_tokens": 30_000,
+    },
 )
 
 

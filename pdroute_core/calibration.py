@@ -11,7 +11,8 @@ sums of a few terms. Each term group gets one multiplicative correction ``k`` (1
 
 so a prediction is linear in the corrections: disaggregated ``TTFT = k_w k_p W + k_p T_P(L) +
 k_x X``, ``TPOT = k_d s + k_c f_pending``; collocated ``TTFT = k_d (steps) + k_c (chunks)`` on a
-busy GPU or ``k_p T_P`` on an idle one, ``TPOT = k_d s + k_c f``. ``contributions`` splits a
+busy GPU or ``k_p T_P`` on an idle one, ``TPOT = k_d s`` (plus the chunks of later prompts
+when a prefill rate is reported: ``rho``). ``contributions`` splits a
 decision's raw (uncorrected) prediction into these terms; ``calibrated_params`` / ``calibrated_model``
 (``pdroute_core.calibration_terms``, re-exported here) turn corrections into params
 (coefficients scaled, bandwidth divided) plus the queue-wait scale the model multiplies in, so

@@ -2,10 +2,13 @@
 
 ``contributions`` splits a decision's raw (uncorrected) TTFT and TPOT of one path into the
 terms of ``TERMS`` exactly as ``QueueAwareModel.decide`` computes them (a property test checks
-that ``sum_i k_i raw_i`` equals the calibrated model's prediction). ``calibrated_params`` scales
-the fitted forms by the corrections (the bandwidth is divided by the transfer's), and
-``calibrated_model`` adds the queue-wait factor the model multiplies in; the identity leaves the
-model itself. The estimator is ``pdroute_core.calibration``; docs/calibration.md has the table.
+that ``sum_i k_i raw_i`` equals the calibrated model's prediction; where a share itself depends
+on the corrections, a prefill rate's ``rho`` or the decode GPU's pending tokens drained during
+TTFT_d, only approximately, off by the order of ``k - 1``, and exactly at ``k = 1``).
+``calibrated_params`` scales the fitted forms by the corrections (the bandwidth is divided by
+the transfer's), and ``calibrated_model`` adds the queue-wait factor the model multiplies in;
+the identity leaves the model itself. The estimator is ``pdroute_core.calibration``;
+docs/calibration.md has the table.
 """
 
 from __future__ import annotations
@@ -76,11 +79,19 @@ def contributions(model: QueueAwareModel, x: RouteInputs, path: Decision) -> Con
         )
         t_prefill = model.prefill_ms(L)
         t_ahead = model.prefill_ms(Q / q) if q > 0.0 else t_prefill
-        wait = (t_ahead / (G + 1.0) if r >= G else 0.0) + q * t_ahead / G
+        t_run = t_ahead
+        if x.prefill_running_tokens is not None and r > 0.0:
+            t_run = model.prefill_ms(float(x.prefill_running_tokens) / r)
+        wait = (t_run / (G + 1.0) if r >= G else 0.0) + q * t_ahead / G
         transfer = (L - h) * model.params.transfer_rate_ms_per_token
         ttft = {"queue_wait": wait, "prefill": t_prefill, "transfer": transfer}
+        # The decode GPU's pending tokens left when this request decodes (the raw TTFT_d's drain).
+        ttft_d = wait * model.queue_wait_scale + (t_prefill + transfer)
+        step_d = model.step_ms(Bd + 1.0, Kd + L + half_out)
+        f_d = model.chunk_ms(c, Bd + 1.0)
+        left = max(0.0, Pd - c * ttft_d / (step_d + f_d))
         rate = 0.0 if x.decode_prefill_tokens_per_s is None else float(x.decode_prefill_tokens_per_s)
-        tpot = _tpot_terms(model, Bd + 1.0, Kd + L + half_out, Pd, c, rate)
+        tpot = _tpot_terms(model, Bd + 1.0, Kd + L + half_out, left / max(1.0, out - 1.0), c, rate)
         return Contributions(path, ttft, tpot, x.predicted_output_len)
     B = float(x.system_load)
     P = 0.0 if x.pending_prefill_tokens is None else float(x.pending_prefill_tokens)
@@ -97,7 +108,7 @@ def contributions(model: QueueAwareModel, x: RouteInputs, path: Decision) -> Con
     else:
         ttft = {"prefill": model.prefill_ms(L - h) + (model.prefill_ms(P) if P > 0.0 else 0.0)}
     rate = 0.0 if x.colloc_prefill_tokens_per_s is None else float(x.colloc_prefill_tokens_per_s)
-    tpot = _tpot_terms(model, B + 1.0, K + L + half_out, P, c, rate)
+    tpot = _tpot_terms(model, B + 1.0, K + L + half_out, 0.0, c, rate)  # P: all before this prompt
     return Contributions(path, ttft, tpot, x.predicted_output_len)
 
 
@@ -108,7 +119,9 @@ def _tpot_terms(
     prompts (the stretch of the step by ``1 / (1 - rho)``, bounded by ``s + f``, is their time).
     Without a prefill rate (``rho = 0``) the split is linear in the corrections; with one, ``rho``
     itself depends on the chunk and decode corrections, so the sum equals the calibrated
-    prediction only to first order (exactly at ``k = 1``)."""
+    prediction only approximately (exactly at ``k = 1``). The same holds for the disaggregated
+    path's pending share while the decode GPU's pending tokens drain partly during TTFT_d
+    (``pending`` is the raw model's ``P_left / D``; the drain depends on every correction)."""
     step = model.step_ms(batch, context)
     chunk = model.chunk_ms(c, batch)
     pend = min(1.0, pending / c) * chunk

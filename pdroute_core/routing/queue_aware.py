@@ -14,32 +14,43 @@ collocation GPU, B' / K' on the decode GPU, c chunk, P prompt tokens pending pre
 collocation GPU (P' on the decode GPU), R / R' the prompt tokens per second prefilled there
 recently (``prefill_share``: the stretch of a decode step by later prompts' chunks), h cached
 prompt tokens, the prefill pool's q waiting requests holding Q
-tokens, r running prefills and G GPUs.
+tokens, r running prefills holding Y prompt tokens (``prefill_running_tokens``) and G GPUs.
 
 Collocated (the prompt is prefilled in chunks between the running decodes, after P)::
 
     u = L - h;  n = ceil((P + u) / c);  rest = P + u - (n - 1) * c
     TTFT_c = n * s(B, K) + (n - 1) * f(c, B) + f(rest, B)     if B > 0   (each chunk costs a whole step)
            = T_P(u) + T_P(P) [if P > 0]                        if B = 0   (prefill-only steps)
-    TPOT_c = min((s + min(1, P / c) * f) / (1 - rho), s + f)    s = s(B + 1, K + L + O/2), f = f(c, B + 1)
+    TPOT_c = min(s / (1 - rho), s + f)                         s = s(B + 1, K + L + O/2), f = f(c, B + 1)
     rho    = max(0, min(R * f / c / 1000, f / (s + f)))         R: recent prefill rate (tokens/s)
     harm_c = B * u * f(c, B) / c  +  B * (O - 1) * (decode_per_seq + decode_per_ctx * (L + O/2))
 
-The first harm term is what the running decodes wait for this prompt's chunks: every chunk
-step is longer by f for each of them. The second is the slower decode step they share once
-this request decodes beside them.
+The P tokens pending here are queued ahead of this prompt (FCFS chunked prefill): they are all
+prefilled before its first token, so none of its decode steps carries their chunks (later
+prompts stay in ``rho``). The first harm term is what the running decodes wait for this
+prompt's chunks: every chunk step is longer by f for each of them. The second is the slower
+decode step they share once this request decodes beside them.
 
 Disaggregated (a prefill GPU, then the KV cache over the link)::
 
     t = T_P(Q / q) if q > 0 else T_P(L)                        mean prefill ahead
-    W = t / (G + 1) [if r >= G]  +  q * t / G                   wait for a prefill GPU
+    t_run = T_P(Y / r) if Y is reported and r > 0 else t       the prefills in progress
+    W = t_run / (G + 1) [if r >= G]  +  q * t / G               wait for a prefill GPU
     TTFT_d = W + T_P(L) + (L - h) * bytes_per_token / bandwidth
-    TPOT_d = the same on the decode GPU (B', K', P', R')
+    P_left = max(0, P' - c * TTFT_d / (s' + f'))       s' = s(B' + 1, K' + L + O/2), f' = f(c, B' + 1)
+    TPOT_d = min((s' + min(1, P_left / D / c) * f') / (1 - rho'), s' + f')     D = max(1, O - 1)
     harm_d = q * T_P(L) / G  +  B' * (O - 1) * (decode_per_seq + decode_per_ctx * (L + O/2))
 
-When every prefill GPU is busy, the first frees after about ``t / (G + 1)`` (the least of G
-residual service times), then the queue drains G at a time. The first harm term prices the
-requests that will queue behind this prefill: as many as wait now, each ``T_P(L) / G`` later.
+When every prefill GPU is busy, the first frees after about ``t_run / (G + 1)`` (the least of G
+residual service times), then the queue drains G at a time. Running prefills are size-biased
+(a long prompt is more likely the one in progress), so their own mean length predicts the
+residual better than the queue's; without Y the wait is the form with ``t``, bit for bit.
+The request reaches the decode GPU after TTFT_d, by when that GPU has run about
+``TTFT_d / (s' + f')`` steps, each prefilling c of its P' pending tokens; the P_left / c
+chunk steps left fall among the request's D decode steps (with later arrivals at rate R',
+``T = (D s' + f' P_left / c) / (1 - rho')``, capped at ``s' + f'`` a step). The first harm
+term prices the requests that will queue behind this prefill: as many as wait now, each
+``T_P(L) / G`` later.
 
 Harm is priced by how close its victims run to their targets: the running decodes' share by
 ``min(1, TPOT / tpot_slo)`` of the GPU they share, the queued prefills' share by
@@ -62,11 +73,12 @@ Defaults for inputs not reported (listed in the answer's ``assumed``): no prefil
 (q = 0, Q = q * L, r = G if q > 0 else 0, G = 1), nothing pending locally (P = 0), running
 decodes with this prompt's context (K = B * L, K' = B' * L), no prefix hit (h = 0), no
 targets, no recent prefill (R = R' = 0: not listed, the answer is the one before the rates
-existed, bit for bit). ``decide`` and ``decide_many`` evaluate the same operations in the same order on IEEE
-doubles, so their answers agree bit for bit (a property test checks it). The vectorised
-evaluation lives in ``pdroute_core.routing.queue_aware_block`` (blocks of requests, shared
-among threads for large inputs) with its forms in ``queue_aware_kernels``, the reason codes in
-``pdroute_core.routing.queue_aware_reasons``.
+existed, bit for bit); no running prefill length (Y: not listed either, the wait is the one
+before it existed, bit for bit). ``decide`` and ``decide_many`` evaluate the same operations
+in the same order on IEEE doubles, so their answers agree bit for bit (a property test checks
+it). The vectorised evaluation lives in ``pdroute_core.routing.queue_aware_block`` (blocks of
+requests, shared among threads for large inputs) with its forms in ``queue_aware_kernels``,
+the reason codes in ``pdroute_core.routing.queue_aware_reasons``.
 """
 
 from __future__ import annotations
@@ -255,9 +267,10 @@ class QueueAwareModel:
 
     def tpot_ms(self, batch: float, context_tokens: float, pending: float, c: float, rate: float) -> float:
         """``min((s + min(1, P / c) * f) / (1 - rho), s + f)``, ``s = s(B, K)``, ``f = f(c, B)``
-        (``rho``: ``prefill_share``). The pending chunks and the later ones share one bound: a
-        step carries at most one chunk, so no TPOT exceeds ``s + f`` (without a rate it never
-        does: the bound changes no bit)."""
+        (``rho``: ``prefill_share``; ``pending`` is P, the pending prompt tokens per decode step:
+        ``decide`` passes 0 collocated and ``P_left / D`` disaggregated, module docstring). The
+        pending chunks and the later ones share one bound: a step carries at most one chunk, so
+        no TPOT exceeds ``s + f`` (without a rate it never does: the bound changes no bit)."""
         step = self.step_ms(batch, context_tokens)
         chunk = self.chunk_ms(c, batch)
         stretched = (step + min(1.0, pending / c) * chunk) / (1.0 - self.prefill_share(rate, step, chunk, c))
@@ -305,19 +318,28 @@ class QueueAwareModel:
         backlog = in_flight + (ttft_c - in_flight) * (P / total)
         own_c = ttft_c - backlog
         rate_c = 0.0 if x.colloc_prefill_tokens_per_s is None else float(x.colloc_prefill_tokens_per_s)
-        tpot_c = self.tpot_ms(B + 1.0, K + L + half_out, P, c, rate_c)
+        # The prompts pending here are prefilled before this one (FCFS chunks): none of its decode steps.
+        tpot_c = self.tpot_ms(B + 1.0, K + L + half_out, 0.0, c, rate_c)
         e2e_c = ttft_c + (out - 1.0) * tpot_c
         raw_harm_c = B * u * f_full / c + B * join
 
         # Disaggregated.
         t_prefill = self.prefill_ms(L)
         t_ahead = self.prefill_ms(Q / q) if q > 0.0 else t_prefill
-        wait = ((t_ahead / (G + 1.0) if r >= G else 0.0) + q * t_ahead / G) * self.queue_wait_scale
+        t_run = t_ahead  # the prefill in progress: its own length when reported
+        if x.prefill_running_tokens is not None and r > 0.0:
+            t_run = self.prefill_ms(float(x.prefill_running_tokens) / r)
+        wait = ((t_run / (G + 1.0) if r >= G else 0.0) + q * t_ahead / G) * self.queue_wait_scale
         transfer = (L - h) * self._xfer
         remote = t_prefill + transfer
         ttft_d = wait + remote
         rate_d = 0.0 if x.decode_prefill_tokens_per_s is None else float(x.decode_prefill_tokens_per_s)
-        tpot_d = self.tpot_ms(Bd + 1.0, Kd + L + half_out, Pd, c, rate_d)
+        # The decode GPU prefills c of its pending tokens per step while this request waits for TTFT_d;
+        # what is left falls among its D = max(1, O - 1) decode steps.
+        step_d = self.step_ms(Bd + 1.0, Kd + L + half_out)
+        f_d = self.chunk_ms(c, Bd + 1.0)
+        left = max(0.0, Pd - c * ttft_d / (step_d + f_d))
+        tpot_d = self.tpot_ms(Bd + 1.0, Kd + L + half_out, left / max(1.0, out - 1.0), c, rate_d)
         e2e_d = ttft_d + (out - 1.0) * tpot_d
         queue_harm = q * t_prefill / G
         raw_harm_d = queue_harm + Bd * join

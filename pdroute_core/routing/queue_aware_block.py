@@ -127,7 +127,7 @@ def decide_many(
 class _Scratch:
     """Preallocated intermediates of one block: a row per name in ``_decide_block``."""
 
-    NUM_FLOATS = 30
+    NUM_FLOATS = 32
     NUM_FLAGS = 10
     NUM_SMALL = 3
 
@@ -187,7 +187,7 @@ def _decide_block(
     (
         h, half_out, om1, join, u, total, nm1, rest, c_lin, i3B, f_full, step, in_flight,
         raw_c, t_ahead, remote, queue_harm, bd_join, raw_d, ratio_ttft_c, ratio_tpot_c,
-        ratio_ttft_d, ratio_tpot_d, sign, v0, v1, v2, v3, m01, m23,
+        ratio_ttft_d, ratio_tpot_d, sign, v0, v1, v2, v3, m01, m23, steps, left,
     ) = scratch.floats[:, :m]  # fmt: skip
     t1, t2, t3, t4 = ratio_ttft_c, ratio_tpot_c, ratio_ttft_d, ratio_tpot_d  # free until the ratios
     busy, mask, ok_c, ok_d, both, by_cost, less, inner, f1, f2 = scratch.flags[:, :m]
@@ -254,7 +254,8 @@ def _decide_block(
     backlog += in_flight
     np.subtract(ttft_c, backlog, out=own_c)
     rate_c = _rate(opt["colloc_prefill_tokens_per_s"][start:end])
-    tpot_into(model, B, K, L, half_out, P, c, c_lin, rate_c, tpot_c, (t1, t2, t3, t4))
+    # The prompts pending here are prefilled before this one: none of its decode steps.
+    tpot_into(model, B, K, L, half_out, 0.0, c, c_lin, rate_c, tpot_c, (t1, t2, t3, t4))
     np.multiply(om1, tpot_c, out=e2e_c)
     e2e_c += ttft_c
     np.multiply(B, u, out=raw_c)  # B * u * f(c, B) / c + B * join
@@ -270,8 +271,19 @@ def _decide_block(
         prefill_into(model, t_ahead, t_ahead)
     np.greater(q, 0.0, out=mask)
     ahead = np.where(mask, t_ahead, t_prefill)  # no queue: the mean prefill is this one's
-    np.add(G, 1.0, out=t1)  # wait = (t_ahead / (G + 1) if r >= G else 0) + q * t_ahead / G
-    np.divide(ahead, t1, out=t1)
+    running = opt["prefill_running_tokens"][start:end]
+    if not math.isnan(np.fmax.reduce(running)):  # t_run = T_P(Y / r) where Y is reported and r > 0
+        with np.errstate(divide="ignore", invalid="ignore"):  # r = 0 or Y NaN: not taken
+            np.divide(running, r, out=t2)
+        prefill_into(model, t2, t2)
+        np.equal(running, running, out=f1)
+        np.greater(r, 0.0, out=mask)
+        mask &= f1
+        ahead_run = np.where(mask, t2, ahead)
+    else:
+        ahead_run = ahead  # no running length reported: the mean prefill ahead, as before
+    np.add(G, 1.0, out=t1)  # wait = (t_run / (G + 1) if r >= G else 0) + q * t_ahead / G
+    np.divide(ahead_run, t1, out=t1)
     np.greater_equal(r, G, out=mask)
     np.multiply(q, ahead, out=wait)
     wait /= G
@@ -282,7 +294,9 @@ def _decide_block(
     np.add(t_prefill, transfer, out=remote)
     np.add(wait, remote, out=ttft_d)
     rate_d = _rate(opt["decode_prefill_tokens_per_s"][start:end])
-    tpot_into(model, Bd, Kd, L, half_out, Pd, c, c_lin, rate_d, tpot_d, (t1, t2, t3, t4))
+    np.maximum(1.0, om1, out=steps)  # D = max(1, O - 1): the decode steps sharing what is left of Pd
+    drain = (Pd, ttft_d, steps, left)
+    tpot_into(model, Bd, Kd, L, half_out, 0.0, c, c_lin, rate_d, tpot_d, (t1, t2, t3, t4), drain)
     np.multiply(om1, tpot_d, out=e2e_d)
     e2e_d += ttft_d
     np.multiply(q, t_prefill, out=queue_harm)

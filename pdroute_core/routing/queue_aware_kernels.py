@@ -61,16 +61,22 @@ def tpot_into(
     context: FloatArray,
     L: FloatArray,
     half_out: FloatArray,
-    pending: FloatArray,
+    pending: FloatArray | float,
     c: FloatArray,
     c_lin: FloatArray,
     rate: FloatArray | None,
     out: FloatArray,
     temps: tuple[FloatArray, FloatArray, FloatArray, FloatArray],
+    drain: tuple[FloatArray, FloatArray, FloatArray, FloatArray] | None = None,
 ) -> None:
     """``out = min((s + min(1, P / c) * f) / (1 - rho), s + f)``, ``s = s(B + 1, K + L + O/2)``,
     ``f = f(c, B + 1)``, ``rho = max(0, min(rate * f / c / 1000, f / (s + f)))`` (``c_lin = i1 + i2 * c``;
-    ``tpot_ms``; ``temps``: four scratch rows).
+    ``tpot_ms``; ``temps``: four scratch rows; ``pending`` is ``P``).
+
+    ``drain = (P', TTFT_d, D, row)``: the disaggregated path's pending share, written into ``row``
+    once ``s + f`` is known and read as ``P`` (``pending`` is then not read):
+    ``P = max(0, P' - c * TTFT_d / (s + f)) / D``, ``decide``'s ``left / max(1, O - 1)`` (its
+    ``step_d + f_d`` is this ``s + f``, bit for bit).
 
     ``rate`` None: every rate of the block is zero or not reported. ``prefill_share`` then is
     exactly 0.0 whatever ``s`` and ``f`` hold (``min(±0, y)`` is ±0 or a negative ``y``, ``min``
@@ -89,6 +95,13 @@ def tpot_into(
     f += c_lin
     f *= c
     np.add(out, f, out=bound)  # s + f: the bound, and rho's denominator
+    if drain is not None:  # the decode GPU's pending tokens left when this request decodes, per step
+        pending_d, ttft, steps, pending = drain
+        np.multiply(c, ttft, out=pending)
+        pending /= bound
+        np.subtract(pending_d, pending, out=pending)
+        np.maximum(0.0, pending, out=pending)
+        pending /= steps
     if rate is not None:  # t3 = 1 - rho
         np.multiply(rate, f, out=t3)
         t3 /= c

@@ -8,6 +8,7 @@ Every optional input is reported (the simulator knows them all), so the model as
 | prefill_queue_requests | prefill_queue_depth |
 | prefill_queue_tokens | prefill_queue_tokens |
 | prefill_running_requests | prefill_inflight |
+| prefill_running_tokens | prefill_inflight_tokens (the running prefills' prompt tokens) |
 | prefill_pool_gpus | num_prefill_gpus (at least 1: without prefill GPUs no policy is asked) |
 | pending_prefill_tokens | colloc_pending_prefill_tokens |
 | decode_pending_prefill_tokens | decode_pending_prefill_tokens |
@@ -46,6 +47,7 @@ def route_inputs(view: RouteView) -> RouteInputs:
         prefill_queue_requests=view.prefill_queue_depth,
         prefill_queue_tokens=view.prefill_queue_tokens,
         prefill_running_requests=view.prefill_inflight,
+        prefill_running_tokens=view.prefill_inflight_tokens,
         prefill_pool_gpus=max(view.num_prefill_gpus, 1),
         pending_prefill_tokens=view.colloc_pending_prefill_tokens,
         decode_pending_prefill_tokens=view.decode_pending_prefill_tokens,

@@ -66,8 +66,8 @@ def test_collocated_terms_by_hand() -> None:
     assert b.chunk_steps == 5.0
     assert b.ttft_collocated_ms == pytest.approx(ttft)
     assert b.local_backlog_ms == pytest.approx(0.5 * step + steps * 100 / 1100)
-    # Decode steps with one more sequence, plus chunks in the share of steps the pending tokens fill.
-    tpot = 5.0 + 0.01 * 11 + 1e-5 * (20_000 + 1000 + 50.5) + (100 / 256) * (0.01 * 256)
+    # Decode steps with one more sequence; the pending tokens are all prefilled before the first token.
+    tpot = 5.0 + 0.01 * 11 + 1e-5 * (20_000 + 1000 + 50.5)
     assert b.tpot_collocated_ms == pytest.approx(tpot)
     assert b.t_collocated_ms == pytest.approx(ttft + 100 * tpot)
     # Harm: 10 decodes wait 0.01 ms per prompt token, and share a slower step for 100 steps.
@@ -94,12 +94,24 @@ def test_a_prefill_rate_stretches_the_decode_step_by_hand() -> None:
     capped = _model().decide(dataclasses.replace(x, colloc_prefill_tokens_per_s=1e9))
     assert capped.tpot_collocated_ms == pytest.approx(step + chunk)
     assert math.isfinite(capped.t_collocated_ms)
-    # Pending chunks and later ones share that bound: a full chunk pending already fills each step.
-    full = dataclasses.replace(x, pending_prefill_tokens=4096, colloc_prefill_tokens_per_s=20_000.0)
-    assert _model().decide(full).tpot_collocated_ms == pytest.approx(step + chunk)
-    half = dataclasses.replace(x, pending_prefill_tokens=64, colloc_prefill_tokens_per_s=5_000.0)
+    # Pending chunks and later ones share that bound: on the decode GPU, a full chunk left for each
+    # of the 100 decode steps already fills them.
+    step_d = 5.0 + 0.01 * 11 + 1e-5 * (10 * 1000 + 1050.5)
+    ttft_d = _model().decide(x).ttft_disaggregated_ms
+    drained = 256 * ttft_d / (step_d + chunk)  # prefilled there while this request waits for TTFT_d
+    full = dataclasses.replace(x, decode_pending_prefill_tokens=40_000, decode_prefill_tokens_per_s=20_000.0)
+    assert 40_000 - drained > 100 * 256
+    assert _model().decide(full).tpot_disaggregated_ms == pytest.approx(step_d + chunk)
+    half_left = round(drained) + 6400  # about a quarter chunk left per decode step
+    half = dataclasses.replace(
+        x, decode_pending_prefill_tokens=half_left, decode_prefill_tokens_per_s=5_000.0
+    )
     rho_half = 5_000 * chunk / 256 / 1000
-    assert _model().decide(half).tpot_collocated_ms == pytest.approx((step + 0.25 * chunk) / (1 - rho_half))
+    share = (half_left - drained) / 100 / 256
+    assert 0.2 < share < 0.3
+    assert _model().decide(half).tpot_disaggregated_ms == pytest.approx(
+        (step_d + share * chunk) / (1 - rho_half)
+    )
 
 
 def test_without_a_rate_every_answer_keeps_its_bits() -> None:
@@ -270,6 +282,7 @@ _request = st.builds(
     prefill_running_requests=st.one_of(st.none(), st.integers(0, 64)),
     prefill_pool_gpus=st.one_of(st.none(), st.integers(1, 64)),
     pending_prefill_tokens=_opt,
+    decode_pending_prefill_tokens=_opt,
     colloc_context_tokens=_opt,
     decode_context_tokens=_opt,
     cached_prompt_tokens=st.one_of(st.none(), st.integers(0, 100_000)),
@@ -277,6 +290,7 @@ _request = st.builds(
     tpot_slo_ms=st.one_of(st.none(), st.floats(1.0, 500.0)),
     colloc_prefill_tokens_per_s=st.one_of(st.none(), st.floats(0.0, 1e7)),
     decode_prefill_tokens_per_s=st.one_of(st.none(), st.floats(0.0, 1e7)),
+    prefill_running_tokens=st.one_of(st.none(), st.integers(0, 10_000_000)),
 )
 
 
@@ -294,7 +308,7 @@ def test_decide_many_equals_decide_bit_for_bit(rows: list[RouteInputs], w: float
 
 
 def test_every_term_is_finite_at_the_bounds() -> None:
-    big = RouteInputs(2**24, 2**24, 10**6, 10**6, 2**24, *(10**9,) * 9, 1e9, 1e9)
+    big = RouteInputs(2**24, 2**24, 10**6, 10**6, 2**24, *(10**9,) * 9, 1e9, 1e9, 10**9)
     b = _model().decide(big)
     assert all(math.isfinite(v) for v in dataclasses.astuple(b) if isinstance(v, float))
     batch = _model().decide_many(RouteColumns.from_inputs([big]))
@@ -390,6 +404,7 @@ def _random_rows(n: int, seed: int, missing: float = 0.2) -> list[RouteInputs]:
         "tpot_slo_ms": [None if v is None else float(v) for v in maybe(5, 100)],
         "colloc_prefill_tokens_per_s": [None if v is None else v / 7.0 for v in maybe(0, 200_000)],
         "decode_prefill_tokens_per_s": [None if v is None else v / 3.0 for v in maybe(0, 200_000)],
+        "prefill_running_tokens": maybe(0, 60_000),
     }
     return [
         RouteInputs(

@@ -103,3 +103,42 @@ def test_tpot_into_is_tpot_ms(rows: list[tuple[int, int, int, int, int, int, flo
         for b, k, ell, o, p, ch, r in rows
     ]
     assert out.tolist() == expected
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 1024),  # batch
+            st.integers(0, 10**6),  # context
+            st.integers(1, 100_000),  # prompt
+            st.integers(1, 20_000),  # output
+            st.integers(0, 500_000),  # pending on the decode GPU
+            st.integers(1, 8192),  # chunk
+            st.floats(0.0, 1e5),  # TTFT_d (ms)
+        ),
+        min_size=1,
+        max_size=30,
+    ),
+    st.booleans(),
+)
+def test_tpot_into_drains_the_pending_tokens_as_decide(
+    rows: list[tuple[int, int, int, int, int, int, float]], with_rate: bool
+) -> None:
+    # The disaggregated share: max(0, P' - c * TTFT_d / (s + f)) / max(1, O - 1), then tpot_ms.
+    model = _model()
+    B, K, L, out_len, Pd, c, ttft = (np.array(col, dtype=np.float64) for col in zip(*rows, strict=True))
+    rate = np.full(len(rows), 3000.0) if with_rate else None
+    half_out = out_len * 0.5
+    c_lin = c * model._i2 + model._i1
+    out, left = np.empty(len(rows)), np.empty(len(rows))
+    temps = (np.empty(len(rows)), np.empty(len(rows)), np.empty(len(rows)), np.empty(len(rows)))
+    steps = np.maximum(1.0, out_len - 1.0)
+    tpot_into(model, B, K, L, half_out, 0.0, c, c_lin, rate, out, temps, (Pd, ttft, steps, left))
+    expected = []
+    for b, k, ell, o, pd, ch, t in rows:
+        ctx = float(k) + float(ell) + 0.5 * float(o)
+        s, f = model.step_ms(float(b) + 1.0, ctx), model.chunk_ms(float(ch), float(b) + 1.0)
+        share = max(0.0, float(pd) - float(ch) * t / (s + f)) / max(1.0, float(o) - 1.0)
+        expected.append(model.tpot_ms(float(b) + 1.0, ctx, share, float(ch), 3000.0 if with_rate else 0.0))
+    assert out.tolist() == expected

@@ -7,6 +7,7 @@ import math
 from pdroute_core.routing.types import COLUMN_INPUTS
 from solver.sim import RouteView
 from solver.sim.inputs import route_inputs
+from tests.pdroute_core.routing.test_queue_aware import _model
 
 
 def test_every_optional_input_is_reported_from_the_view() -> None:
@@ -24,6 +25,7 @@ def test_every_optional_input_is_reported_from_the_view() -> None:
         "prefill_queue_requests": 3,
         "prefill_queue_tokens": 2_700,
         "prefill_running_requests": 2,
+        "prefill_running_tokens": 1_800,
         "prefill_pool_gpus": 4,
         "pending_prefill_tokens": 1_500,
         "decode_pending_prefill_tokens": 600,
@@ -47,3 +49,17 @@ def test_an_infinite_slo_is_no_target() -> None:
 
 def test_a_fleet_without_prefill_gpus_reports_a_pool_of_one() -> None:
     assert route_inputs(RouteView(10, 1, 0, 0, 0, 256, num_prefill_gpus=0)).prefill_pool_gpus == 1
+
+
+def test_the_running_prefills_length_reaches_the_wait() -> None:
+    # Two running prefills on a pool of two: their length sets the residual wait, so a longer one
+    # predicts a longer TTFT on the disaggregated path.
+    model = _model()
+
+    def wait(tokens: int) -> float:
+        view = RouteView(
+            900, 120, 0, 0, 1, 512, prefill_inflight=2, prefill_inflight_tokens=tokens, num_prefill_gpus=2
+        )
+        return model.decide(route_inputs(view)).prefill_wait_ms
+
+    assert wait(400) < wait(4_000) < wait(40_000)
