@@ -147,5 +147,6 @@ def test_correct_needs_calibration() -> None:
         " PDROUTE_CALIBRATION_ENABLED=true"
     )
     with pytest.raises(ValidationError) as info:
-        Settings(calibration_enabled=True, output_len_learning="on")
+        bad: dict[str, Any] = {"calibration_enabled": True, "output_len_learning": "on"}
+        Settings(**bad)
     assert str(InvalidSettings.of(info.value)).startswith("PDROUTE_OUTPUT_LEN_LEARNING: ")
