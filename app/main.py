@@ -30,6 +30,7 @@ from app.errors import install_error_handlers
 from app.grid_limit import GridLimit
 from app.metrics import Metrics
 from app.middleware import BodyEndpoint, RequestEnvelope
+from app.output_learning_state import output_learning_from_settings
 from app.params_store import ParamsStore
 from app.reload import install_sighup, remove_sighup, watch_params_file
 from app.routes import admin, feedback, health, params, plan, route
@@ -173,14 +174,28 @@ def create_app(
     calibration = calibration_from_settings(settings, clock)
     app.state.calibration = calibration
     served_calibration = calibration if settings.calibration_enabled else None
+    output_learning = output_learning_from_settings(settings, clock)  # None when off
+    app.state.output_learning = output_learning
     install_error_handlers(app)
     app.serve_endpoints(
         {
             "/route": route.RouteEndpoint(
-                store, metrics, settings, batch=False, calibration=served_calibration, filler=filler
+                store,
+                metrics,
+                settings,
+                batch=False,
+                calibration=served_calibration,
+                filler=filler,
+                output_learning=output_learning,
             ),
             "/route/batch": route.RouteEndpoint(
-                store, metrics, settings, batch=True, calibration=served_calibration, filler=filler
+                store,
+                metrics,
+                settings,
+                batch=True,
+                calibration=served_calibration,
+                filler=filler,
+                output_learning=output_learning,
             ),
         },
         route.openapi_paths(),

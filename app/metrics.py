@@ -14,6 +14,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from app.calibration_metrics import CalibrationMetrics
 from app.loop_metrics import CounterChild, LoopCounter, LoopHistogram
+from app.output_learning_metrics import OutputLearningMetrics
 from app.params_store import LoadedParams
 from pdroute_core.routing import RouteInputs, all_reasons
 from pdroute_core.routing.types import Breakdown
@@ -173,6 +174,7 @@ class Metrics:
                 self.reloads.labels(trigger=trigger, outcome=outcome)
         self._reasons = frozenset(all_reasons())
         self.calibration = CalibrationMetrics(registry)
+        self.output_learning = OutputLearningMetrics(registry)
 
     def route_recorder(self) -> Callable[[Breakdown, RouteInputs], None]:
         """A function recording one decision, with the labelled children bound once."""

@@ -305,6 +305,11 @@ class ParamsResponse(BaseModel):
         default=None,
         description="online calibration: corrections, counts, recent error (docs/calibration.md)",
     )
+    output_len_learning: dict[str, object] | None = Field(
+        default=None,
+        description="PDROUTE_OUTPUT_LEN_LEARNING: the mode and, when correct, the snapshot in force per"
+        " prompt bucket (min_prompt_len, observations, mean_output_tokens, ratio; docs/calibration.md)",
+    )
 
 
 class ErrorResponse(BaseModel):

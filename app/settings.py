@@ -6,7 +6,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic import Field, SecretStr, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from pdroute_core.errors import PdrouteError
@@ -158,11 +158,27 @@ class Settings(BaseSettings):
         default=10.0, gt=0, le=86_400, allow_inf_nan=False, description="or seconds since the last swap"
     )
     max_feedback_items: int = Field(default=4096, ge=1, le=100_000, description="items per /feedback/batch")
+    output_len_learning: Literal["off", "correct"] = Field(
+        default="off",
+        description="correct: learn per prompt bucket how the output lengths reported by POST /feedback"
+        " (output_tokens) relate to the predicted ones, and correct predicted_output_len before deciding"
+        " (docs/calibration.md); needs calibration_enabled",
+    )
 
     @field_validator("default_output_len_by_prompt")
     @classmethod
     def _table_parses(cls, value: str) -> str:
         parse_table(value, 1)  # InvalidOutputTable (a ValueError): one line naming the bad item
+        return value
+
+    @field_validator("output_len_learning")
+    @classmethod
+    def _learning_has_feedback(cls, value: str, info: ValidationInfo) -> str:
+        if value != "off" and not info.data.get("calibration_enabled", False):
+            raise ValueError(
+                "PDROUTE_OUTPUT_LEN_LEARNING: correct learns from POST /feedback, which needs"
+                " PDROUTE_CALIBRATION_ENABLED=true"
+            )
         return value
 
     def output_len_defaults(self) -> OutputLenDefaults:

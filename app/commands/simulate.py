@@ -55,7 +55,8 @@ def register(sub: Any) -> None:
         "--policies",
         default="all",
         help="all (default), or a comma list of: collocated, disaggregated, threshold, "
-        "threshold-queue, cost-model, best-static (the best static rule of a grid, per load)",
+        "threshold-queue, cost-model, queue-aware, queue-aware+len (queue-aware on the output "
+        "length corrected online per prompt bucket), best-static (the best static rule of a grid, per load)",
     )
     sweep.add_argument("--threshold", type=int, default=1000, help="prompt tokens for the threshold rules")
     sweep.add_argument("--max-prefill-queue", type=int, default=2, help="threshold-queue: queue depth limit")
@@ -145,12 +146,13 @@ def run(args: argparse.Namespace) -> int:
         names = (*names, "queue-aware")
     if args.calibrate_refresh < 1:
         raise UsageError(f"--calibrate-refresh: expected an integer >= 1, got {args.calibrate_refresh}")
-    if "cost-model" in names or "queue-aware" in names:
+    needs_queue_model = "queue-aware" in names or "queue-aware+len" in names
+    if "cost-model" in names or needs_queue_model:
         from app.settings import embedded_params_path
 
         params = load_params(args.params or embedded_params_path())
         model = AnalyticalCostModel(params)
-        if "queue-aware" in names:
+        if needs_queue_model:
             if params.queue_aware is None:
                 # A version-1 params file: the queue-aware forms come from the profile itself.
                 from solver.fit_queue import fit_queue_aware

@@ -3,6 +3,9 @@
 Off (409) unless ``PDROUTE_CALIBRATION_ENABLED``. When ``PDROUTE_ADMIN_TOKEN`` is set, a valid
 ``Authorization: Bearer <token>`` is required (401 otherwise), as for ``/admin/reload``.
 Items name a recent ``/route`` answer by ``request_id`` or carry its ``inputs`` and ``path``.
+With ``PDROUTE_OUTPUT_LEN_LEARNING=correct``, an item's ``output_tokens`` also teaches the
+output-length correction (``app.output_learning_state``), and an item's ``inputs`` are corrected
+as ``/route`` corrects them before the calibration replays the decision.
 An unknown (or evicted) request id is counted and reported in ``unknown_ids`` of a 202 answer:
 the sender cannot fix it by retrying, and nothing else of the batch is lost.
 """
@@ -18,8 +21,9 @@ from app.bearer import require_bearer
 from app.calibration_state import CalibrationState, Observed
 from app.deps import MetricsDep, SettingsDep, StoreDep
 from app.metrics import Metrics
+from app.output_learning_state import OutputLearningState
 from app.params_store import ParamsStore
-from app.routes.route import RouteDefaults, route_inputs
+from app.routes.route import RouteDefaults, corrected_inputs, route_inputs
 from app.schemas_feedback import FeedbackBatch, FeedbackItem, FeedbackResponse
 from app.settings import Settings
 
@@ -36,18 +40,20 @@ class _Feedback:
     """What a feedback handler works with (the app's injected objects)."""
 
     cal: CalibrationState
+    learning: OutputLearningState | None  # PDROUTE_OUTPUT_LEN_LEARNING=correct only
     store: ParamsStore
     settings: Settings
     metrics: Metrics
 
 
 async def _feedback(
+    request: Request,
     cal: Annotated[CalibrationState, Depends(_calibration)],
     store: StoreDep,
     settings: SettingsDep,
     metrics: MetricsDep,
 ) -> _Feedback:
-    return _Feedback(cal, store, settings, metrics)
+    return _Feedback(cal, request.app.state.output_learning, store, settings, metrics)
 
 
 FeedbackDep = Annotated[_Feedback, Depends(_feedback)]
@@ -69,9 +75,20 @@ def _apply(items: list[FeedbackItem], deps: _Feedback) -> FeedbackResponse:
     defaults = RouteDefaults.from_settings(deps.settings)
     unknown: list[str] = []
     counts = {"accepted": 0, "not_calibrated": 0}
+    learning = deps.learning
     for item in items:
         observed = Observed(item.ttft_ms, item.tpot_ms, item.e2e_ms, item.output_tokens)
         inputs = None if item.inputs is None else route_inputs(item.inputs, defaults)
+        if learning is not None:
+            if item.output_tokens is not None:
+                learning.feedback(
+                    item.output_tokens,
+                    request_id=item.request_id,
+                    prompt_len=None if inputs is None else inputs.prompt_len,
+                    told_len=None if inputs is None else inputs.predicted_output_len,
+                )
+            if inputs is not None:  # what /route decides on for these inputs
+                inputs = corrected_inputs(learning, inputs, None)
         outcome = cal.feedback(observed, request_id=item.request_id, inputs=inputs, path=item.path)
         metrics.calibration.record(outcome)
         if outcome == "unknown_id" and item.request_id is not None:
@@ -79,6 +96,8 @@ def _apply(items: list[FeedbackItem], deps: _Feedback) -> FeedbackResponse:
         elif outcome in counts:
             counts[outcome] += 1
     metrics.calibration.update(cal)
+    if learning is not None:
+        metrics.output_learning.update(learning.snapshot)
     return FeedbackResponse(
         accepted=counts["accepted"],
         unknown_ids=unknown,

@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from fastapi import APIRouter, Header, Request, Response
 
 from app.deps import SettingsDep, StoreDep
+from app.output_learning_state import OFF_SUMMARY
 from app.schemas import ParamsResponse
 
 router = APIRouter(tags=["params"])
@@ -66,6 +67,9 @@ async def get_params(
         default_ttft_slo_ms=settings.default_ttft_slo_ms,
         default_tpot_slo_ms=settings.default_tpot_slo_ms,
         calibration=request.app.state.calibration.summary(),
+        output_len_learning=(
+            OFF_SUMMARY if (learning := request.app.state.output_learning) is None else learning.summary()
+        ),
     )
     body = answer.model_dump_json().encode()
     etag = etag_of(body)

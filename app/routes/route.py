@@ -33,6 +33,7 @@ from app.error_body import SCOPE_KEY, Answer, error_answer
 from app.errors import status_for, validation_error_body
 from app.json_codec import dumps
 from app.metrics import Metrics
+from app.output_learning_state import OutputLearningState
 from app.params_store import ParamsStore
 from app.route_codec import encoder_for
 from app.schemas import ErrorResponse, RouteBatchRequest, RouteBatchResponse, RouteRequest, RouteResponse
@@ -109,6 +110,18 @@ def route_inputs(
     return from_fields(RouteInputs, values)
 
 
+def corrected_inputs(
+    learning: OutputLearningState, inputs: RouteInputs, request_id: str | None
+) -> RouteInputs:
+    """``inputs`` with ``predicted_output_len`` corrected by the learnt snapshot in force; the told
+    length is remembered by ``request_id`` for its feedback (``app.output_learning_state``)."""
+    told = inputs.predicted_output_len
+    if request_id is not None:
+        learning.remember(request_id, inputs.prompt_len, told)
+    corrected = learning.snapshot.corrected(inputs.prompt_len, told)
+    return inputs if corrected == told else dataclasses.replace(inputs, predicted_output_len=corrected)
+
+
 def decide(model: DecisionModel, req: RouteRequest, defaults: RouteDefaults) -> tuple[RouteInputs, Any]:
     """The decision (pure): a parsed request in, the model's inputs and breakdown out.
 
@@ -148,8 +161,11 @@ class RouteEndpoint:
         batch: bool,
         calibration: CalibrationState | None = None,
         filler: RequestFiller | None = None,
+        output_learning: OutputLearningState | None = None,
     ) -> None:
         self.store = store
+        # Only when PDROUTE_OUTPUT_LEN_LEARNING=correct: off, one attribute check per request.
+        self.output_learning = output_learning
         # Only when calibration is enabled: with it off, the answer path is the same code as before.
         self.calibration = calibration
         # Requests naming engine targets (decode_target, ...) are filled from the latest scrape.
@@ -187,6 +203,8 @@ class RouteEndpoint:
             inputs = route_inputs(req, self.defaults, filled)
         else:
             inputs = route_inputs(req, self.defaults)
+        if self.output_learning is not None:
+            inputs = corrected_inputs(self.output_learning, inputs, req.request_id)
         if self.calibration is not None:
             return self._answer_calibrated(inputs, req, snapshot.params_id, model, self.calibration, sources)
         b = model.decide(inputs)
@@ -250,6 +268,9 @@ class RouteEndpoint:
             else:
                 inputs.append(route_inputs(req, self.defaults))
                 sources.append(None)
+        learning = self.output_learning
+        if learning is not None:
+            inputs = [corrected_inputs(learning, x, r.request_id) for x, r in zip(inputs, reqs, strict=True)]
         results = []
         for req, one, origin, b in zip(reqs, inputs, sources, decide_inputs(model, inputs), strict=True):
             self.record(b, one)

@@ -28,10 +28,15 @@ from solver.sim.policies import PolicyAnswer, RouteView
 
 @runtime_checkable
 class LearningPolicy(Protocol):
-    """A policy told each request's id and, when it finishes, its observed latencies."""
+    """A policy told each request's id and, when it finishes, its observed latencies.
+
+    ``fresh`` gives the same policy with nothing learnt: a sweep starts each load from it.
+    """
 
     @property
     def name(self) -> str: ...
+
+    def fresh(self) -> LearningPolicy: ...
 
     def decide(self, view: RouteView) -> PolicyAnswer: ...
 

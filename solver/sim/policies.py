@@ -19,6 +19,9 @@ Policies (names as on the command line):
 - ``queue-aware``: pdroute's queue-, harm- and SLO-aware model (``QueueAwareModel``) on
   every signal of the view; it predicts the chosen path's TTFT and end-to-end latency and
   answers infeasible when no path meets the run's SLO (``ModelPolicy``).
+- ``queue-aware+len``: ``queue-aware`` on the output-length prediction corrected online, per
+  power-of-two prompt bucket, from the finished requests' observed output lengths
+  (``solver.sim.output_learning``; each ``make_policy`` call starts from nothing learnt).
 - ``best-static`` (sweeps only, ``solver.sim.hindsight``): the best of a grid of the rules
   above, chosen per load with hindsight.
 
@@ -40,7 +43,15 @@ from pdroute_core.routing.types import COLLOCATED, DISAGGREGATED, Decision, Deci
 from solver.errors import InvalidSimConfig
 from solver.sim.inputs import route_inputs
 
-POLICY_NAMES = ("collocated", "disaggregated", "threshold", "threshold-queue", "cost-model", "queue-aware")
+POLICY_NAMES = (
+    "collocated",
+    "disaggregated",
+    "threshold",
+    "threshold-queue",
+    "cost-model",
+    "queue-aware",
+    "queue-aware+len",
+)
 
 
 class RouteView(NamedTuple):
@@ -213,6 +224,15 @@ def make_policy(
                 "policy queue-aware needs params with the queue-aware forms (--params, schema version 2)"
             )
         return ModelPolicy(queue_model, "queue-aware")
+    if name == "queue-aware+len":
+        if queue_model is None:
+            raise InvalidSimConfig(
+                "policy queue-aware+len needs params with the queue-aware forms (--params, schema version 2)"
+            )
+        # Imported here: output_learning builds on this module's RouteView and PolicyAnswer.
+        from solver.sim.output_learning import OutputLearningPolicy
+
+        return OutputLearningPolicy(queue_model)
     if name == BEST_STATIC:
         raise InvalidSimConfig(f"{BEST_STATIC} is a sweep of rules, not one policy: use make_policies")
     raise InvalidSimConfig(f"unknown policy {name!r} (one of {', '.join(SWEEP_NAMES)}, or all)")

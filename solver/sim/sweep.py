@@ -32,7 +32,7 @@ from pdroute_core.routing.design import AnalyticalCostModel
 from pdroute_core.routing.queue_aware import QueueAwareModel
 from solver.errors import InvalidSimConfig
 from solver.profile_result import ProfileResult
-from solver.sim.calibrating import CalibratingPolicy
+from solver.sim.calibrating import LearningPolicy
 from solver.sim.events import ClusterSimulation
 from solver.sim.fleet import FleetConfig
 from solver.sim.hindsight import STATIC_RULES, BestStatic, StaticRuns, best_static_metrics
@@ -171,8 +171,8 @@ def run_sweep(
                 records = static.records(entry)
                 m = score(records)
             else:
-                # A calibrating policy learns during a run: every load starts it afresh.
-                records = run(entry.fresh() if isinstance(entry, CalibratingPolicy) else entry)
+                # A learning policy learns during a run: every load starts it afresh.
+                records = run(entry.fresh() if isinstance(entry, LearningPolicy) else entry)
                 num_simulated += 1
                 m = score(records)
             metrics.append(m)

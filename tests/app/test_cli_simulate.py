@@ -84,8 +84,9 @@ def test_simulate_trace_all_policies(
     best = [r for r in results if r["policy"] == "best-static"]
     assert len(best) == 2 and all(r["label"] == f"best-static[{r['setting']}]" for r in best)
     assert all(r["label"] in printed for r in best)
-    for r in results:  # only the two models predict; no policy here sheds
-        assert (r["ttft_error"] is None) == (r["policy"] not in ("cost-model", "queue-aware"))
+    for r in results:  # only the models predict; no policy here sheds
+        predicts = r["policy"] in ("cost-model", "queue-aware", "queue-aware+len")
+        assert (r["ttft_error"] is None) == (not predicts)
         assert r["share_shed"] == 0.0
     err = by_policy[("cost-model", 2.0)]["e2e_error"]
     assert err["num_predicted"] == 150 and err["p90_abs_ms"] >= err["median_abs_ms"] >= 0
