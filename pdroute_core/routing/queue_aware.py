@@ -59,7 +59,10 @@ Harm is priced by how close its victims run to their targets: the running decode
 Decision: with ``J = E2E + w * harm``, a path is feasible when its predicted TTFT and TPOT
 stay within ``(1 - slo_margin)`` of the request's targets (the margin absorbs the prediction's
 own error: without it, queues settle right at the target and half their requests miss it).
-One feasible path wins; with both, the smaller ``J`` (ties collocate). With neither, the
+One feasible path wins; with both, the smaller ``J``, unless the two differ by at most
+``slo_margin`` of the smaller: a difference within the model's own error is no evidence, and
+the lower predicted TTFT wins (ties collocate). The simulator showed the cost otherwise moving
+requests for e2e gains under 1 % at the price of the TTFT tail. With neither, the
 request cannot make its targets, ``meets_slo`` is false (the gateway may shed it), and it goes
 where its unpriced harm to others is smaller (ties collocate): it is late either way, so it
 should not also make others late. The reason code names the component that favoured the
@@ -353,7 +356,11 @@ class QueueAwareModel:
         late_d = max(ttft_d / ttft_slo, tpot_d / tpot_slo)
         ok_c, ok_d = late_c <= self._feasible, late_d <= self._feasible
         if ok_c and ok_d:
-            is_disagg = cost_d < cost_c
+            # Costs within the model's own error of each other are equal: the lower TTFT wins.
+            if abs(cost_d - cost_c) <= self.slo_margin * min(cost_c, cost_d):
+                is_disagg = ttft_d < ttft_c
+            else:
+                is_disagg = cost_d < cost_c
             diffs = (
                 (
                     backlog - wait,

@@ -328,6 +328,15 @@ def _decide_block(
     np.logical_and(ok_c, ok_d, out=both)
     np.logical_or(ok_c, ok_d, out=res.meets_slo)
     np.less(cost_d, cost_c, out=by_cost)
+    # Costs within the margin of each other: the lower TTFT (decide's band, the same operations).
+    np.subtract(cost_d, cost_c, out=v0)
+    np.abs(v0, out=v0)
+    np.minimum(cost_c, cost_d, out=v1)
+    v1 *= model.slo_margin
+    np.less_equal(v0, v1, out=f1)
+    np.less(ttft_d, ttft_c, out=f2)
+    select_flags(f1, f2, by_cost, out=less)  # (less: free until just below)
+    by_cost[...] = less
     # Both feasible: by cost; one: that one; neither: less unpriced harm. (Selections
     # between flags are arithmetic: no branch per request.)
     np.less(raw_d, raw_c, out=less)
