@@ -7,21 +7,9 @@ from hypothesis import strategies as st
 
 from pdroute_core.routing import RouteColumns, RouteInputs
 from pdroute_core.routing.queue_aware_reasons import REASON_SLO_NONE, REASON_SLO_ONLY
-from tests.pdroute_core.routing.test_queue_aware import _model
+from tests.pdroute_core.routing.test_queue_aware import _model, _request
 
-INPUTS = st.builds(
-    RouteInputs,
-    prompt_len=st.integers(1, 20_000),
-    predicted_output_len=st.integers(1, 2_000),
-    system_load=st.integers(0, 256),
-    decode_batch_size=st.integers(0, 256),
-    chunk_size=st.sampled_from([256, 512, 2048]),
-    prefill_queue_requests=st.integers(0, 30),
-    prefill_pool_gpus=st.integers(1, 4),
-    pending_prefill_tokens=st.integers(0, 20_000),
-    ttft_slo_ms=st.sampled_from([None, 1000.0]),
-    tpot_slo_ms=st.sampled_from([None, 50.0]),
-)
+INPUTS = _request  # the scalar == vectorised property tests' requests
 
 
 @settings(max_examples=400, deadline=None)
