@@ -17,6 +17,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from app.recent import put_recent
 from app.settings import Settings
 from pdroute_core.calibration import (
     IDENTITY,
@@ -119,10 +120,7 @@ class CalibrationState:
             return
         entry = _Remembered(inputs, path, ttft_ms, e2e_ms)
         with self._lock:
-            self._recent[request_id] = entry
-            self._recent.move_to_end(request_id)
-            while len(self._recent) > self.lru_size:
-                self._recent.popitem(last=False)
+            put_recent(self._recent, request_id, entry, self.lru_size)
 
     def feedback(
         self,

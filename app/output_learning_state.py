@@ -18,6 +18,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Literal
 
+from app.recent import put_recent
 from app.settings import Settings
 from pdroute_core.output_learning import OutputLearningConfig, OutputLenLearner, OutputLenSnapshot
 
@@ -54,10 +55,7 @@ class OutputLearningState:
     def remember(self, request_id: str, prompt_len: int, told_len: int) -> None:
         """Keep the told length of a decided request (tokens) for its feedback."""
         with self._lock:
-            self._recent[request_id] = (prompt_len, told_len)
-            self._recent.move_to_end(request_id)
-            while len(self._recent) > self.lru_size:
-                self._recent.popitem(last=False)
+            put_recent(self._recent, request_id, (prompt_len, told_len), self.lru_size)
 
     def feedback(
         self,
