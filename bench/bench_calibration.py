@@ -17,8 +17,11 @@ file ``--params`` (a different GPU and link: wrong). Four runs on the same reque
 ``--rate auto`` (default) takes the highest load on a 5 % bisection where ``right`` meets the
 SLO (TTFT 1 s, TPOT 50 ms) for at least 90 % of the requests. Printed: goodput, SLO attainment,
 median absolute relative error of TTFT and e2e over all requests and over those arriving after
-convergence; the number of finished requests after which every correction stays within 5 % of
-its final value; and the ratios (error after / before, goodput against ``right``).
+convergence; the corrections in force at the last arrival (the load's) and after the drain
+that follows it (an emptying fleet's: shrinking batches make every decode faster than its
+batch at arrival said); the number of finished requests after which every correction stays
+within 5 % of its value at the last arrival; and the ratios (error after / before, goodput
+against ``right``).
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from bench.bench_decisions import DEFAULT_TRACE, ROOT, load_requests, params_for
-from pdroute_core.calibration import TERMS, Corrections
+from pdroute_core.calibration import IDENTITY, TERMS, Corrections
 from pdroute_core.routing.queue_aware import QueueAwareModel
 from solver.params import load_params
 from solver.profile_io import load_profile
@@ -58,7 +61,8 @@ SETTLED = 0.05  # a correction has settled once it stays within this share of it
 
 
 def converged_after(history: list[tuple[int, Corrections]], term: str) -> int | None:
-    """Observations after which ``term``'s correction stays within ``SETTLED`` of its final value."""
+    """Observations after which ``term``'s correction stays within ``SETTLED`` of its last value
+    in ``history``."""
     if not history:
         return None
     final = getattr(history[-1][1], term)
@@ -67,6 +71,17 @@ def converged_after(history: list[tuple[int, Corrections]], term: str) -> int | 
         if abs(getattr(k, term) / final - 1.0) > SETTLED:
             after = count
     return after
+
+
+def before_drain(
+    history: list[tuple[int, Corrections]], arrival_ms: np.ndarray, finish_ms: np.ndarray
+) -> list[tuple[int, Corrections]]:
+    """The refreshes made before the last arrival. After it the fleet only drains: the batches
+    shrink, every request's decode runs faster than its batch at arrival said, and the
+    corrections learnt from those requests describe an emptying fleet, not the load run."""
+    last_arrival = float(np.max(arrival_ms))
+    finished = int(np.count_nonzero(finish_ms <= last_arrival))  # observations by then
+    return [(count, k) for count, k in history if count <= finished]
 
 
 def window_errors(rec: SimRecords, size: int) -> list[tuple[int, float, float]]:
@@ -183,7 +198,8 @@ def main(argv: list[str] | None = None) -> int:
             f" {100 * row['windows_within_limit']:3.0f} %"
         )
         if isinstance(policy, CalibratingPolicy):
-            per_term = {t: converged_after(policy.history, t) for t in TERMS}
+            loaded = before_drain(policy.history, rec.arrival_ms, rec.finish_ms)
+            per_term = {t: converged_after(loaded, t) for t in TERMS}
             n_conv, share_ok = error_convergence(rec, WINDOW, ERROR_LIMIT_PCT)
             late = np.arange(rec.num_requests) >= (n_conv if n_conv is not None else rec.num_requests)
             row["converged_after_requests"] = n_conv
@@ -191,17 +207,20 @@ def main(argv: list[str] | None = None) -> int:
             row["settled_after_by_term"] = per_term
             row["ttft_err_p50_after_pct"] = median_error(rec.predicted_ttft_ms[late], rec.ttft_ms[late])
             row["e2e_err_p50_after_pct"] = median_error(rec.predicted_e2e_ms[late], rec.e2e_ms[late])
-            row["corrections"] = policy.calibrator.current.as_dict()
+            row["corrections"] = (loaded[-1][1] if loaded else IDENTITY).as_dict()
+            row["corrections_after_drain"] = policy.calibrator.current.as_dict()
             row["accepted"] = dict(policy.calibrator.num_accepted)
             ks = ", ".join(f"{t} {v:.3f}" for t, v in row["corrections"].items())
+            drained = ", ".join(f"{t} {v:.3f}" for t, v in row["corrections_after_drain"].items())
             conv = ", ".join(f"{t} {v}" for t, v in per_term.items())
             line += (
-                f"\n             correction within 5 % of its final value after (requests): {conv}"
+                f"\n             within 5 % of its value at the last arrival after (requests): {conv}"
                 f"\n             first {WINDOW}-request window with both errors <= {ERROR_LIMIT_PCT:.0f} %:"
                 f" starts at request {n_conv}; {100 * share_ok:.0f} % of the windows from there stay"
                 f" within it; after it: error p50 TTFT"
                 f" {row['ttft_err_p50_after_pct']:.1f} %, e2e {row['e2e_err_p50_after_pct']:.1f} %"
-                f"\n             corrections: {ks}"
+                f"\n             corrections at the last arrival: {ks}"
+                f"\n             after the drain: {drained}"
             )
         out["runs"][label] = row
         print(line, flush=True)

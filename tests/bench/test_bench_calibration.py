@@ -7,9 +7,10 @@ import io
 import json
 from typing import Any
 
+import numpy as np
 import pytest
 
-from bench.bench_calibration import converged_after, main
+from bench.bench_calibration import before_drain, converged_after, main
 from pdroute_core.calibration import Corrections
 
 
@@ -40,15 +41,24 @@ def test_bench_shows_calibration_correcting_wrong_params(bench_run: tuple[str, d
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known estimator gap: since the TPOT forms stopped charging a chunk to every decode "
-    "step while prompts are pending, the decode correction settles below 1 (0.93 on the wrong "
-    "params, 0.76 on the right ones) although the H100 decode step is slower than the H200's",
-)
-def test_the_decode_correction_moves_towards_the_slower_gpu(bench_run: tuple[str, dict[str, Any]]) -> None:
+def test_the_corrections_under_load_point_at_the_slower_gpu(bench_run: tuple[str, dict[str, Any]]) -> None:
     _, doc = bench_run
-    assert doc["runs"]["wrong+cal"]["corrections"]["decode"] > 1.05
+    runs = doc["runs"]
+    # The fleet's H100 decode step is slower than the H200 params say: the correction in force
+    # while the load runs rises; on the right params every correction stays near 1.
+    assert runs["wrong+cal"]["corrections"]["decode"] > 1.05
+    for term, k in runs["right+cal"]["corrections"].items():
+        assert k == pytest.approx(1.0, abs=0.1), term
+    # The drain after the last arrival runs every decode faster than its batch at arrival said.
+    assert runs["right+cal"]["corrections_after_drain"]["decode"] < runs["right+cal"]["corrections"]["decode"]
+
+
+def test_before_drain_keeps_the_refreshes_made_before_the_last_arrival() -> None:
+    arrival = np.array([0.0, 10.0, 20.0, 30.0])
+    finish = np.array([5.0, 25.0, 60.0, np.nan])  # two finished by the last arrival; one shed
+    history = [(1, Corrections(decode=1.2)), (2, Corrections(decode=1.3)), (3, Corrections(decode=0.9))]
+    assert before_drain(history, arrival, finish) == history[:2]
+    assert before_drain([], arrival, finish) == []
 
 
 def test_converged_after_is_the_last_move_beyond_five_percent() -> None:
