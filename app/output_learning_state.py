@@ -107,7 +107,11 @@ def output_learning_from_settings(
     if settings.output_len_learning == "off":
         return None
     return OutputLearningState(
-        OutputLearningConfig(),  # 512 per bucket, 50 before a bucket leaves 1, ratio within 8x
+        OutputLearningConfig(
+            window=settings.output_len_window,
+            min_observations=settings.output_len_min_observations,
+            max_ratio=settings.output_len_max_ratio,
+        ),
         lru_size=settings.calibration_lru_size,
         refresh_every=settings.calibration_refresh_every,
         refresh_seconds=settings.calibration_refresh_seconds,

@@ -164,6 +164,22 @@ class Settings(BaseSettings):
         " (output_tokens) relate to the predicted ones, and correct predicted_output_len before deciding"
         " (docs/calibration.md); needs calibration_enabled",
     )
+    output_len_window: int = Field(
+        default=512, ge=1, le=1_000_000, description="finished requests kept per prompt bucket (the latest)"
+    )
+    output_len_min_observations: int = Field(
+        default=50,
+        ge=1,
+        le=1_000_000,
+        description="finished requests a prompt bucket needs before its correction leaves 1 (<= the window)",
+    )
+    output_len_max_ratio: float = Field(
+        default=8.0,
+        gt=1,
+        le=1000,
+        allow_inf_nan=False,
+        description="the output-length correction is clipped to [1 / this, this]",
+    )
 
     @field_validator("default_output_len_by_prompt")
     @classmethod
@@ -178,6 +194,17 @@ class Settings(BaseSettings):
             raise ValueError(
                 "PDROUTE_OUTPUT_LEN_LEARNING: correct learns from POST /feedback, which needs"
                 " PDROUTE_CALIBRATION_ENABLED=true"
+            )
+        return value
+
+    @field_validator("output_len_min_observations")
+    @classmethod
+    def _min_within_window(cls, value: int, info: ValidationInfo) -> int:
+        window = info.data.get("output_len_window")
+        if window is not None and value > window:
+            raise ValueError(
+                f"PDROUTE_OUTPUT_LEN_MIN_OBSERVATIONS: expected at most PDROUTE_OUTPUT_LEN_WINDOW ({window}),"
+                f" got {value}"
             )
         return value
 

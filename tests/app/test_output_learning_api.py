@@ -150,3 +150,35 @@ def test_correct_needs_calibration() -> None:
         bad: dict[str, Any] = {"calibration_enabled": True, "output_len_learning": "on"}
         Settings(**bad)
     assert str(InvalidSettings.of(info.value)).startswith("PDROUTE_OUTPUT_LEN_LEARNING: ")
+
+
+def test_the_window_minimum_and_clip_are_settings(make_server: Any, queue_aware_params_file: Path) -> None:
+    settings = {**ON, "output_len_window": 4, "output_len_min_observations": 3, "output_len_max_ratio": 2.0}
+    server = _server(make_server, queue_aware_params_file, **settings)
+    item = {"inputs": LONG, "path": "collocated", "e2e_ms": 900.0, "output_tokens": 50}
+    with server.client() as client:
+        client.post("/feedback/batch", json={"items": [item] * 2})
+        below = client.get("/params").json()["output_len_learning"]["buckets"]
+        client.post("/feedback", json=item)
+        first = client.get("/params").json()["output_len_learning"]
+        # Told 200, observed 50: 0.25, clipped to 1/2. The window keeps the last 4 of 6.
+        client.post("/feedback/batch", json={"items": [{**item, "output_tokens": 400}] * 3})
+        last = client.get("/params").json()["output_len_learning"]
+    assert [(b["observations"], b["ratio"]) for b in below] == [(2, 1.0)]  # 2 < 3: still the identity
+    assert (first["window"], first["min_observations"], first["max_ratio"]) == (4, 3, 2.0)
+    assert first["buckets"] == [
+        {"min_prompt_len": 2048, "observations": 3, "mean_output_tokens": 50.0, "ratio": 0.5}
+    ]
+    # Window: 50 + 3 x 400 observed over 4 x 200 told = 1.5625 (within the clip).
+    assert last["buckets"][0]["observations"] == 4 and last["buckets"][0]["ratio"] == 1.5625
+
+
+def test_the_minimum_must_fit_in_the_window() -> None:
+    with pytest.raises(ValidationError) as info:
+        Settings.model_validate({**ON, "output_len_window": 10, "output_len_min_observations": 11})
+    assert str(InvalidSettings.of(info.value)) == (
+        "PDROUTE_OUTPUT_LEN_MIN_OBSERVATIONS: expected at most PDROUTE_OUTPUT_LEN_WINDOW (10), got 11"
+    )
+    with pytest.raises(ValidationError) as info:
+        Settings.model_validate({**ON, "output_len_max_ratio": 1.0})
+    assert str(InvalidSettings.of(info.value)).startswith("PDROUTE_OUTPUT_LEN_MAX_RATIO: ")
