@@ -308,7 +308,8 @@ class ParamsResponse(BaseModel):
     output_len_learning: dict[str, object] | None = Field(
         default=None,
         description="PDROUTE_OUTPUT_LEN_LEARNING: the mode and, when correct, the snapshot in force per"
-        " prompt bucket (min_prompt_len, observations, mean_output_tokens, ratio; docs/calibration.md)",
+        " prompt bucket (min_prompt_len, observations, mean_output_tokens, ratio, and the sums in force"
+        " observed_tokens and told_tokens, null below min_observations; docs/calibration.md)",
     )
 
 

@@ -4,7 +4,9 @@ The body carries the params document, the model's name, its settings (harm weigh
 the defaults the service applies to a request's missing fields (with the table of default output
 lengths by prompt length, ``pdroute_core.output_defaults``) and, when the service
 recalibrates online, the corrections in force (applied here the same way, by
-``pdroute_core.calibration.calibrated_model``). The same model code the
+``pdroute_core.calibration.calibrated_model``), and when it learns output lengths
+(``PDROUTE_OUTPUT_LEN_LEARNING=correct``) the per-bucket snapshot in force, with which the told
+output length is corrected before deciding, as ``/route`` does. The same model code the
 service runs (``pdroute_core.routing.build_model``) is built on them, so a local decision equals
 the service's answer for the same request, bit for bit (``conformance/vectors-v1.json`` and
 ``tests/pdroute_client`` check it against a running service).
@@ -12,6 +14,7 @@ the service's answer for the same request, bit for bit (``conformance/vectors-v1
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -22,8 +25,9 @@ from pdroute_client.query import RouteQuery
 from pdroute_core.calibration import TERMS, Corrections, calibrated_model
 from pdroute_core.errors import InvalidParams
 from pdroute_core.output_defaults import InvalidOutputTable, OutputLenDefaults
+from pdroute_core.output_learning import InvalidOutputLearning, OutputLenSnapshot
 from pdroute_core.params import CostModelParams, params_from_dict
-from pdroute_core.routing import DecisionModel, RouteColumns, build_model, term_names
+from pdroute_core.routing import DecisionModel, RouteColumns, RouteInputs, build_model, term_names
 from pdroute_core.routing.queue_aware import QueueAwareModel
 
 _TOP_LEVEL_TERMS = ("meets_slo",)  # as app.route_codec: shown beside the decision
@@ -72,6 +76,25 @@ def output_table_of(body: Mapping[str, Any], default: int) -> OutputLenDefaults:
         raise InvalidParams(str(exc)) from None
 
 
+def output_learning_of(body: Mapping[str, Any]) -> OutputLenSnapshot | None:
+    """The output-length snapshot ``/params`` says is in force, or None when off or absent (an
+    older service); an unknown mode is refused (the local tier could not decide as the service)."""
+    section = body.get("output_len_learning")
+    if section is None:
+        return None
+    if not isinstance(section, dict):
+        raise InvalidParams("/params output_len_learning: expected an object")
+    mode = section.get("mode")
+    if mode == "off":
+        return None
+    if mode != "correct":
+        raise InvalidParams(f"/params output_len_learning.mode: expected 'off' or 'correct', got {mode!r}")
+    try:
+        return OutputLenSnapshot.from_json(section, "/params output_len_learning")
+    except InvalidOutputLearning as exc:
+        raise InvalidParams(str(exc)) from None
+
+
 @dataclass(frozen=True)
 class ServedParams:
     """One ``/params`` snapshot with the decision model built on it."""
@@ -85,6 +108,8 @@ class ServedParams:
     etag: str | None  # the answer's ETag, sent back as If-None-Match
     # default_output_len_by_prompt; None when off or from an older service without it.
     output_table: OutputLenDefaults | None = None
+    # output_len_learning's snapshot in force; None when off or from an older service without it.
+    output_learning: OutputLenSnapshot | None = None
 
     @property
     def output_len(self) -> OutputLenDefaults | int:
@@ -116,6 +141,7 @@ class ServedParams:
         )
         table = output_table_of(body, output_len)
         corrections = corrections_of(body)
+        learning = output_learning_of(body)
         if corrections is not None and isinstance(model, QueueAwareModel):
             model = calibrated_model(model, corrections)  # as the service decides (app.calibration_state)
         return cls(
@@ -127,6 +153,7 @@ class ServedParams:
             default_tpot_slo_ms=_optional_number(body, "default_tpot_slo_ms"),
             etag=etag,
             output_table=table if table.by_prompt else None,
+            output_learning=learning,
         )
 
     def decide(self, query: RouteQuery, why: str) -> Answer:
@@ -134,15 +161,26 @@ class ServedParams:
 
         Raises ``pdroute_core.errors.PdrouteError`` when the model cannot decide the request.
         """
-        inputs = query.inputs(self.output_len, self.default_ttft_slo_ms, self.default_tpot_slo_ms)
+        inputs = self.inputs(query)
         return self._answer(self.model.decide(inputs), query, why)
 
     def decide_many(self, queries: Sequence[RouteQuery], why: str) -> list[Answer]:
         """The local answers to many queries (the vectorised model; the same answers as ``decide``)."""
-        defaults = (self.output_len, self.default_ttft_slo_ms, self.default_tpot_slo_ms)
-        columns = RouteColumns.from_inputs([q.inputs(*defaults) for q in queries])
+        columns = RouteColumns.from_inputs([self.inputs(q) for q in queries])
         rows = self.model.decide_many(columns).rows()
         return [self._answer(b, q, why) for b, q in zip(rows, queries, strict=True)]
+
+    def inputs(self, query: RouteQuery) -> RouteInputs:
+        """The model's inputs for ``query`` as ``/route`` builds them: the service's defaults
+        applied, then the told output length corrected by the output-length snapshot in force
+        (``app.routes.route.corrected_inputs``)."""
+        inputs = query.inputs(self.output_len, self.default_ttft_slo_ms, self.default_tpot_slo_ms)
+        learning = self.output_learning
+        if learning is None:
+            return inputs
+        told = inputs.predicted_output_len
+        corrected = learning.corrected(inputs.prompt_len, told)
+        return inputs if corrected == told else dataclasses.replace(inputs, predicted_output_len=corrected)
 
     def _answer(self, b: Any, query: RouteQuery, why: str) -> Answer:
         terms = term_names(type(b))

@@ -35,6 +35,11 @@ What it does with three kinds of predictions:
 ``OutputLenLearner`` is mutable and not thread-safe (one owner feeds it); ``snapshot()`` gives
 an immutable ``OutputLenSnapshot`` with the same ``corrected`` method, which a server swaps in
 whole and reads on its hot path without locks.
+
+Sharing. ``GET /params`` carries the snapshot (its config and, per bucket, ``BucketStats.to_json``
+with the integer sums in force); ``OutputLenSnapshot.from_json`` rebuilds it, so a gateway
+client's local tier corrects a told length exactly as the service does (the same integers, the
+same one division).
 """
 
 from __future__ import annotations
@@ -42,10 +47,17 @@ from __future__ import annotations
 import math
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Any
 
 from pdroute_core.bounds import MAX_OUTPUT_LEN, MAX_PROMPT_LEN
+from pdroute_core.errors import PdrouteError
 
 NUM_BUCKETS = MAX_PROMPT_LEN.bit_length()  # buckets 0 .. floor(log2 MAX_PROMPT_LEN): 25
+
+
+class InvalidOutputLearning(PdrouteError, ValueError):
+    """An ``output_len_learning`` section that cannot be rebuilt into a snapshot (the message
+    names the bad field). A ``ValueError`` too, as ``InvalidOutputTable``."""
 
 
 @dataclass(frozen=True)
@@ -109,13 +121,19 @@ class BucketStats:
     observations: int  # finished requests in the window
     mean_output_tokens: float  # their mean observed output length (tokens)
     ratio: float  # the correction in force (1.0 until min_observations)
+    # The sums in force over the window (tokens): observed output and told lengths; both None
+    # while the bucket holds fewer than min_observations requests (the identity).
+    observed_tokens: int | None = None
+    told_tokens: int | None = None
 
-    def to_json(self) -> dict[str, float | int]:
+    def to_json(self) -> dict[str, float | int | None]:
         return {
             "min_prompt_len": self.min_prompt_len,
             "observations": self.observations,
             "mean_output_tokens": self.mean_output_tokens,
             "ratio": self.ratio,
+            "observed_tokens": self.observed_tokens,
+            "told_tokens": self.told_tokens,
         }
 
 
@@ -138,9 +156,92 @@ class OutputLenSnapshot:
         """The output length (tokens) to assume for a request told ``told_len`` tokens."""
         return _corrected(told_len, self._sums[bucket_of(prompt_len)], self.config.max_ratio)
 
-    def to_json(self) -> list[dict[str, float | int]]:
+    def to_json(self) -> list[dict[str, float | int | None]]:
         """The buckets as ``/params`` carries them."""
         return [b.to_json() for b in self.buckets]
+
+    @classmethod
+    def from_json(cls, section: Any, where: str = "output_len_learning") -> OutputLenSnapshot:
+        """The snapshot a ``/params`` ``output_len_learning`` section of a correcting service
+        states (``window``, ``min_observations``, ``max_ratio`` and ``buckets``; other keys are
+        ignored). Raise ``InvalidOutputLearning`` naming ``where`` and the bad field otherwise.
+
+        A bucket's sums must be present exactly when it holds ``min_observations`` requests, and
+        its ``ratio`` and ``mean_output_tokens`` must be the ones its sums give.
+        """
+        if not isinstance(section, dict):
+            raise InvalidOutputLearning(f"{where}: expected an object")
+        values: dict[str, Any] = {k: section.get(k) for k in ("window", "min_observations", "max_ratio")}
+        try:
+            config = OutputLearningConfig(**values)
+        except ValueError as exc:
+            raise InvalidOutputLearning(f"{where}.{exc}") from None
+        raw = section.get("buckets")
+        if not isinstance(raw, list):
+            raise InvalidOutputLearning(f"{where}.buckets: expected a list")
+        buckets: list[BucketStats] = []
+        sums: list[_Sums] = [None] * NUM_BUCKETS
+        for i, item in enumerate(raw):
+            at = f"{where}.buckets[{i}]"
+            bucket, bucket_sums = _bucket_from_json(item, config, at)
+            if buckets and bucket.min_prompt_len <= buckets[-1].min_prompt_len:
+                raise InvalidOutputLearning(f"{at}.min_prompt_len: buckets must be sorted and distinct")
+            buckets.append(bucket)
+            sums[bucket_of(bucket.min_prompt_len)] = bucket_sums
+        return cls(config, tuple(buckets), tuple(sums))
+
+
+_BUCKET_LOWS = frozenset(2**k for k in range(NUM_BUCKETS))  # each bucket's min_prompt_len
+
+
+def _count(item: dict[str, Any], name: str, at: str, upper: int | None = None) -> int:
+    value = item.get(name)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1 or (upper and value > upper):
+        bound = f"in [1, {upper}]" if upper else ">= 1"
+        raise InvalidOutputLearning(f"{at}.{name}: expected an integer {bound}, got {value!r}")
+    return value
+
+
+def _bucket_from_json(item: Any, config: OutputLearningConfig, at: str) -> tuple[BucketStats, _Sums]:
+    """One bucket of ``BucketStats.to_json`` and its sums in force, checked against ``config``."""
+    if not isinstance(item, dict):
+        raise InvalidOutputLearning(f"{at}: expected an object")
+    low: Any = item.get("min_prompt_len")
+    if isinstance(low, bool) or not isinstance(low, int) or low not in _BUCKET_LOWS:
+        raise InvalidOutputLearning(
+            f"{at}.min_prompt_len: expected a power of two in [1, {2 ** (NUM_BUCKETS - 1)}], got {low!r}"
+        )
+    observations = _count(item, "observations", at, config.window)
+    sums: _Sums = None
+    if item.get("observed_tokens") is not None or item.get("told_tokens") is not None:
+        sums = (_count(item, "observed_tokens", at), _count(item, "told_tokens", at))
+    if (sums is not None) != (observations >= config.min_observations):
+        state = "given" if sums is not None else "missing"
+        raise InvalidOutputLearning(
+            f"{at}: observed_tokens and told_tokens {state} with {observations} observations"
+            f" (they are given from min_observations, {config.min_observations})"
+        )
+    for name in ("mean_output_tokens", "ratio"):
+        value = item.get(name)
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            raise InvalidOutputLearning(f"{at}.{name}: expected a finite number, got {value!r}")
+    ratio = _ratio(sums, config.max_ratio)
+    if item["ratio"] != ratio:
+        raise InvalidOutputLearning(f"{at}.ratio: got {item['ratio']!r}, its sums give {ratio!r}")
+    if sums is not None and item["mean_output_tokens"] != sums[0] / observations:
+        raise InvalidOutputLearning(
+            f"{at}.mean_output_tokens: observed_tokens / observations is {sums[0] / observations!r},"
+            f" the section says {item['mean_output_tokens']!r}"
+        )
+    bucket = BucketStats(
+        min_prompt_len=low,
+        observations=observations,
+        mean_output_tokens=float(item["mean_output_tokens"]),
+        ratio=ratio,
+        observed_tokens=None if sums is None else sums[0],
+        told_tokens=None if sums is None else sums[1],
+    )
+    return bucket, sums
 
 
 class OutputLenLearner:
@@ -196,6 +297,8 @@ class OutputLenLearner:
                         observations=len(window),
                         mean_output_tokens=self._observed[k] / len(window),
                         ratio=_ratio(self._sums(k), self.config.max_ratio),
+                        observed_tokens=None if (in_force := self._sums(k)) is None else in_force[0],
+                        told_tokens=None if in_force is None else in_force[1],
                     )
                 )
         sums = tuple(self._sums(k) for k in range(NUM_BUCKETS))

@@ -105,7 +105,14 @@ def test_correct_learns_the_bucket_and_route_decides_on_it(
         after = client.get("/params").json()["output_len_learning"]
     assert learning["mode"] == "correct" and learning["observations"] == 50
     assert learning["buckets"] == [
-        {"min_prompt_len": 2048, "observations": 50, "mean_output_tokens": 50.0, "ratio": 0.25}
+        {
+            "min_prompt_len": 2048,
+            "observations": 50,
+            "mean_output_tokens": 50.0,
+            "ratio": 0.25,
+            "observed_tokens": 50 * 50,  # the sums in force, for a client's exact local correction
+            "told_tokens": 50 * 200,
+        }
     ]
     assert after["unmatched"] == 1 and after["observations"] == 50
     assert _ratios(server) == {"2048": 0.25}
@@ -164,13 +171,24 @@ def test_the_window_minimum_and_clip_are_settings(make_server: Any, queue_aware_
         # Told 200, observed 50: 0.25, clipped to 1/2. The window keeps the last 4 of 6.
         client.post("/feedback/batch", json={"items": [{**item, "output_tokens": 400}] * 3})
         last = client.get("/params").json()["output_len_learning"]
-    assert [(b["observations"], b["ratio"]) for b in below] == [(2, 1.0)]  # 2 < 3: still the identity
+    # 2 < 3: still the identity, no sums in force.
+    assert [(b["observations"], b["ratio"], b["observed_tokens"], b["told_tokens"]) for b in below] == [
+        (2, 1.0, None, None)
+    ]
     assert (first["window"], first["min_observations"], first["max_ratio"]) == (4, 3, 2.0)
     assert first["buckets"] == [
-        {"min_prompt_len": 2048, "observations": 3, "mean_output_tokens": 50.0, "ratio": 0.5}
+        {
+            "min_prompt_len": 2048,
+            "observations": 3,
+            "mean_output_tokens": 50.0,
+            "ratio": 0.5,
+            "observed_tokens": 150,
+            "told_tokens": 600,
+        }
     ]
     # Window: 50 + 3 x 400 observed over 4 x 200 told = 1.5625 (within the clip).
     assert last["buckets"][0]["observations"] == 4 and last["buckets"][0]["ratio"] == 1.5625
+    assert (last["buckets"][0]["observed_tokens"], last["buckets"][0]["told_tokens"]) == (1250, 800)
 
 
 def test_the_minimum_must_fit_in_the_window() -> None:

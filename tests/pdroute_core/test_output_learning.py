@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 from typing import Any
 
@@ -12,6 +13,7 @@ from hypothesis import strategies as st
 from pdroute_core.bounds import MAX_OUTPUT_LEN, MAX_PROMPT_LEN
 from pdroute_core.output_learning import (
     NUM_BUCKETS,
+    InvalidOutputLearning,
     OutputLearningConfig,
     OutputLenLearner,
     OutputLenSnapshot,
@@ -207,6 +209,160 @@ def test_snapshot_to_json() -> None:
         learner.observe(3000, 200, 70)
     learner.observe(10, 50, 60)
     assert learner.snapshot().to_json() == [
-        {"min_prompt_len": 8, "observations": 1, "mean_output_tokens": 60.0, "ratio": 1.0},
-        {"min_prompt_len": 2048, "observations": 5, "mean_output_tokens": 70.0, "ratio": 0.35},
+        {
+            "min_prompt_len": 8,
+            "observations": 1,
+            "mean_output_tokens": 60.0,
+            "ratio": 1.0,
+            "observed_tokens": None,  # below min_observations: no sums in force
+            "told_tokens": None,
+        },
+        {
+            "min_prompt_len": 2048,
+            "observations": 5,
+            "mean_output_tokens": 70.0,
+            "ratio": 0.35,
+            "observed_tokens": 350,
+            "told_tokens": 1000,
+        },
     ]
+
+
+def section_of(snap: OutputLenSnapshot) -> dict[str, Any]:
+    """The ``/params`` section of a correcting service (as ``app.output_learning_state``), over JSON text."""
+    c = snap.config
+    section = {
+        "mode": "correct",
+        "window": c.window,
+        "min_observations": c.min_observations,
+        "max_ratio": c.max_ratio,
+        "observations": 0,
+        "unmatched": 0,
+        "buckets": snap.to_json(),
+    }
+    loaded: dict[str, Any] = json.loads(json.dumps(section))
+    return loaded
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.tuples(st.integers(1, 40), st.integers(1, 40), st.sampled_from([1.0, 1.5, 2.5, 4.0, 8.0, 1e6])),
+    st.lists(
+        st.tuples(st.integers(1, MAX_PROMPT_LEN), st.integers(1, 5_000), st.integers(1, 5_000)),
+        max_size=300,
+    ),
+    st.lists(
+        st.tuples(st.integers(1, MAX_PROMPT_LEN), st.integers(1, MAX_OUTPUT_LEN)), min_size=1, max_size=40
+    ),
+)
+def test_a_snapshot_survives_its_json(
+    config: tuple[int, int, float],
+    observations: list[tuple[int, int, int]],
+    queries: list[tuple[int, int]],
+) -> None:
+    window, minimum, max_ratio = config
+    learner = OutputLenLearner(OutputLearningConfig(max(window, minimum), min(window, minimum), max_ratio))
+    for p, t, o in observations:
+        learner.observe(p, t, o)
+    snap = learner.snapshot()
+    back = OutputLenSnapshot.from_json(section_of(snap))
+    assert (back.config, back.buckets) == (snap.config, snap.buckets)
+    for p, t in [*queries, *((b.min_prompt_len, t) for b in snap.buckets for _, t in queries)]:
+        assert back.corrected(p, t) == snap.corrected(p, t) == learner.corrected(p, t)
+        assert back.ratio(p) == snap.ratio(p)
+
+
+def test_the_rebuilt_snapshot_corrects_like_the_learner() -> None:
+    learner = OutputLenLearner(SMALL)
+    for o in (37, 41, 52, 60, 13):  # 203 observed over 5 x 200 told: 0.203, rounding matters
+        learner.observe(3000, 200, o)
+    back = OutputLenSnapshot.from_json(section_of(learner.snapshot()))
+    assert [back.corrected(3000, t) for t in (1, 2, 3, 200, 333, 1000)] == [1, 1, 1, 41, 68, 203]
+    assert back.corrected(1000, 333) == 333  # another bucket: the identity
+
+
+def good_section() -> dict[str, Any]:
+    learner = OutputLenLearner(SMALL)
+    for _ in range(SMALL.min_observations):
+        learner.observe(3000, 200, 70)
+    learner.observe(10, 50, 60)
+    return section_of(learner.snapshot())
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda s: [], "output_len_learning: expected an object"),
+        (lambda s: {**s, "window": None}, "output_len_learning.window: expected an integer >= 1, got None"),
+        (lambda s: {**s, "min_observations": 30}, "output_len_learning.min_observations: expected at most"),
+        (lambda s: {**s, "max_ratio": "8"}, "output_len_learning.max_ratio: expected a finite number >= 1"),
+        (lambda s: {**s, "buckets": {}}, "output_len_learning.buckets: expected a list"),
+        (lambda s: {**s, "buckets": [7]}, "output_len_learning.buckets[0]: expected an object"),
+        (
+            lambda s: {**s, "buckets": s["buckets"][::-1]},
+            "output_len_learning.buckets[1].min_prompt_len: buckets must be sorted and distinct",
+        ),
+        (
+            lambda s: {**s, "buckets": [{**s["buckets"][0], "min_prompt_len": 12}]},
+            "output_len_learning.buckets[0].min_prompt_len: expected a power of two in [1, 16777216], got 12",
+        ),
+        (
+            lambda s: {**s, "buckets": [{**s["buckets"][0], "min_prompt_len": [8]}]},
+            "output_len_learning.buckets[0].min_prompt_len: expected a power of two",
+        ),
+        (
+            lambda s: {**s, "buckets": [{**s["buckets"][0], "observations": 21}]},
+            "output_len_learning.buckets[0].observations: expected an integer in [1, 20], got 21",
+        ),
+        (
+            lambda s: {**s, "buckets": [s["buckets"][0], {**s["buckets"][1], "told_tokens": None}]},
+            "output_len_learning.buckets[1].told_tokens: expected an integer >= 1, got None",
+        ),
+        (
+            lambda s: {**s, "buckets": [s["buckets"][0], {**s["buckets"][1], "observed_tokens": 0}]},
+            "output_len_learning.buckets[1].observed_tokens: expected an integer >= 1, got 0",
+        ),
+        (
+            lambda s: {**s, "buckets": [s["buckets"][0], {**s["buckets"][1], "observed_tokens": 35.0}]},
+            "output_len_learning.buckets[1].observed_tokens: expected an integer >= 1, got 35.0",
+        ),
+        (  # an older service: a bucket in force without its sums
+            lambda s: {
+                **s,
+                "buckets": [
+                    {k: v for k, v in b.items() if k not in ("observed_tokens", "told_tokens")}
+                    for b in s["buckets"]
+                ],
+            },
+            "output_len_learning.buckets[1]: observed_tokens and told_tokens missing with 5 observations"
+            " (they are given from min_observations, 5)",
+        ),
+        (
+            lambda s: {**s, "buckets": [{**s["buckets"][0], "observed_tokens": 60, "told_tokens": 50}]},
+            "output_len_learning.buckets[0]: observed_tokens and told_tokens given with 1 observations",
+        ),
+        (
+            lambda s: {**s, "buckets": [s["buckets"][0], {**s["buckets"][1], "ratio": 0.5}]},
+            "output_len_learning.buckets[1].ratio: got 0.5, its sums give 0.35",
+        ),
+        (
+            lambda s: {**s, "buckets": [{**s["buckets"][0], "ratio": float("nan")}]},
+            "output_len_learning.buckets[0].ratio: expected a finite number, got nan",
+        ),
+        (
+            lambda s: {**s, "buckets": [s["buckets"][0], {**s["buckets"][1], "mean_output_tokens": 71.0}]},
+            "output_len_learning.buckets[1].mean_output_tokens: observed_tokens / observations is 70.0",
+        ),
+    ],
+)
+def test_a_bad_section_is_refused_naming_the_field(change: Any, message: str) -> None:
+    with pytest.raises(InvalidOutputLearning) as info:
+        OutputLenSnapshot.from_json(change(good_section()))
+    assert str(info.value).startswith(message)
+    assert isinstance(info.value, ValueError)
+
+
+def test_a_section_may_carry_more_than_the_snapshot() -> None:
+    section = good_section()
+    section["buckets"][1]["p90_output_tokens"] = 90  # a later service's extra field
+    assert OutputLenSnapshot.from_json(section).corrected(3000, 200) == 70
