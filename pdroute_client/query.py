@@ -21,6 +21,7 @@ from pdroute_core.bounds import (
     ROUTE_FIELDS,
 )
 from pdroute_core.output_defaults import OutputLenDefaults
+from pdroute_core.output_learning import OutputLenSnapshot
 from pdroute_core.routing import RouteInputs
 
 
@@ -78,10 +79,13 @@ class RouteQuery:
         default_output_len: int | OutputLenDefaults,
         default_ttft_slo_ms: float | None,
         default_tpot_slo_ms: float | None,
+        output_learning: OutputLenSnapshot | None = None,
     ) -> RouteInputs:
         """The model's inputs with the service's defaults applied (as ``app.routes.route.route_inputs``).
 
         ``default_output_len``: one length for every request, or the service's table by prompt length.
+        ``output_learning``: the service's output-length snapshot in force, which corrects the told
+        length (sent or default) as ``app.routes.route.corrected_inputs`` does; None: no correction.
         """
         output_len = self.predicted_output_len
         if output_len is None:
@@ -90,6 +94,8 @@ class RouteQuery:
                 if isinstance(default_output_len, int)
                 else default_output_len.for_prompt(self.prompt_len)
             )
+        if output_learning is not None:
+            output_len = output_learning.corrected(self.prompt_len, output_len)
         return RouteInputs(
             prompt_len=self.prompt_len,
             predicted_output_len=output_len,

@@ -14,7 +14,6 @@ the service's answer for the same request, bit for bit (``conformance/vectors-v1
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -174,13 +173,9 @@ class ServedParams:
         """The model's inputs for ``query`` as ``/route`` builds them: the service's defaults
         applied, then the told output length corrected by the output-length snapshot in force
         (``app.routes.route.corrected_inputs``)."""
-        inputs = query.inputs(self.output_len, self.default_ttft_slo_ms, self.default_tpot_slo_ms)
-        learning = self.output_learning
-        if learning is None:
-            return inputs
-        told = inputs.predicted_output_len
-        corrected = learning.corrected(inputs.prompt_len, told)
-        return inputs if corrected == told else dataclasses.replace(inputs, predicted_output_len=corrected)
+        return query.inputs(
+            self.output_len, self.default_ttft_slo_ms, self.default_tpot_slo_ms, self.output_learning
+        )
 
     def _answer(self, b: Any, query: RouteQuery, why: str) -> Answer:
         terms = term_names(type(b))
