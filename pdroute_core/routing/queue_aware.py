@@ -64,9 +64,12 @@ One feasible path wins; with both, the smaller ``J``, unless the two differ by a
 the lower predicted TTFT wins (ties collocate). The simulator showed the cost otherwise moving
 requests for e2e gains under 1 % at the price of the TTFT tail. With neither, the
 request cannot make its targets, ``meets_slo`` is false (the gateway may shed it), and it goes
-where its unpriced harm to others is smaller (ties collocate): it is late either way, so it
-should not also make others late. The reason code names the component that favoured the
-chosen path most (see ``REASONS``).
+where it misses them by less: the smaller ``max(TTFT / ttft_slo, TPOT / tpot_slo)`` (ties
+collocate). That bounds its own lateness and limits itself: a queue that makes one path late
+sends the next such request to the other. (Sending it where its harm to others was smaller,
+the earlier rule, fed the prefill queue under a tight TTFT target: long prompts that no path
+could prefill in time went to the pool until 30 waited, docs/decision-model.md.) The reason
+code names the component that favoured the chosen path most (see ``REASONS``).
 
 Defaults chosen in the simulator (docs/decision-model.md): ``w = 0`` (at the usual targets
 any harm weight only moves latency into the tail; with a tight TPOT target ``w = 1`` keeps
@@ -345,7 +348,6 @@ class QueueAwareModel:
         tpot_d = self.tpot_ms(Bd + 1.0, Kd + L + half_out, left / max(1.0, out - 1.0), c, rate_d)
         e2e_d = ttft_d + (out - 1.0) * tpot_d
         queue_harm = q * t_prefill / G
-        raw_harm_d = queue_harm + Bd * join
         # Harm is priced by how close its victims run to their targets (1 without a target).
         harm_c = _pressure(tpot_c, tpot_slo) * raw_harm_c
         harm_d = _pressure(ttft_d, ttft_slo) * queue_harm + _pressure(tpot_d, tpot_slo) * (Bd * join)
@@ -385,7 +387,7 @@ class QueueAwareModel:
         elif ok_c or ok_d:
             is_disagg, reason, meets = ok_d, REASON_SLO_ONLY, True
         else:
-            is_disagg, reason, meets = raw_harm_d < raw_harm_c, REASON_SLO_NONE, False
+            is_disagg, reason, meets = late_d < late_c, REASON_SLO_NONE, False
         # QueueAwareBreakdown's fields in order (from_fields: a tenth of the constructor's cost).
         return from_fields(
             QueueAwareBreakdown,

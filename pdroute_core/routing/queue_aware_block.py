@@ -186,7 +186,7 @@ def _decide_block(
     w = model.harm_weight
     (
         h, half_out, om1, join, u, total, nm1, rest, c_lin, i3B, f_full, step, in_flight,
-        raw_c, t_ahead, remote, queue_harm, bd_join, raw_d, ratio_ttft_c, ratio_tpot_c,
+        raw_c, t_ahead, remote, queue_harm, bd_join, late_c, ratio_ttft_c, ratio_tpot_c,
         ratio_ttft_d, ratio_tpot_d, sign, v0, v1, v2, v3, m01, m23, steps, left,
     ) = scratch.floats[:, :m]  # fmt: skip
     t1, t2, t3, t4 = ratio_ttft_c, ratio_tpot_c, ratio_ttft_d, ratio_tpot_d  # free until the ratios
@@ -302,7 +302,6 @@ def _decide_block(
     np.multiply(q, t_prefill, out=queue_harm)
     queue_harm /= G
     np.multiply(Bd, join, out=bd_join)
-    np.add(queue_harm, bd_join, out=raw_d)
 
     # Harm priced by the victims' pressure; cost; feasibility (the ratios serve both).
     np.divide(ttft_c, ttft_slo, out=ratio_ttft_c)
@@ -321,10 +320,11 @@ def _decide_block(
     cost_c += e2e_c
     np.multiply(harm_d, w, out=cost_d)
     cost_d += e2e_d
-    np.maximum(ratio_ttft_c, ratio_tpot_c, out=v0)
-    np.less_equal(v0, model._feasible, out=ok_c)
-    np.maximum(ratio_ttft_d, ratio_tpot_d, out=v0)
-    np.less_equal(v0, model._feasible, out=ok_d)
+    late_d = queue_harm  # free from here
+    np.maximum(ratio_ttft_c, ratio_tpot_c, out=late_c)
+    np.less_equal(late_c, model._feasible, out=ok_c)
+    np.maximum(ratio_ttft_d, ratio_tpot_d, out=late_d)
+    np.less_equal(late_d, model._feasible, out=ok_d)
     np.logical_and(ok_c, ok_d, out=both)
     np.logical_or(ok_c, ok_d, out=res.meets_slo)
     np.less(cost_d, cost_c, out=by_cost)
@@ -337,9 +337,9 @@ def _decide_block(
     np.less(ttft_d, ttft_c, out=f2)
     select_flags(f1, f2, by_cost, out=less)  # (less: free until just below)
     by_cost[...] = less
-    # Both feasible: by cost; one: that one; neither: less unpriced harm. (Selections
-    # between flags are arithmetic: no branch per request.)
-    np.less(raw_d, raw_c, out=less)
+    # Both feasible: by cost; one: that one; neither: the less late. (Selections between
+    # flags are arithmetic: no branch per request.)
+    np.less(late_d, late_c, out=less)
     select_flags(res.meets_slo, ok_d, less, out=inner)
     select_flags(both, by_cost, inner, out=res.is_disaggregated)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pdroute_core.routing.types import COLLOCATED, DISAGGREGATED, Decision
 
 REASON_SLO_ONLY = "slo_only_feasible"  # only the chosen path meets the targets
-REASON_SLO_NONE = "slo_none_feasible"  # neither does: sent where it blocks no feasible request
+REASON_SLO_NONE = "slo_none_feasible"  # neither does: sent where it misses its targets by less
 REASON_PREFILL_QUEUE = "prefill_queue"  # collocated: the prefill pool's wait
 REASON_LOCAL_BACKLOG = "local_backlog"  # disaggregated: prompts already pending on the GPU
 REASON_LOCAL_FASTER = "local_prefill_faster"  # collocated: chunks cost less than prefill + transfer

@@ -1,6 +1,9 @@
-"""Both paths feasible: costs within the margin of each other count as equal, the lower TTFT wins."""
+"""How the targets and the costs decide: both paths feasible, costs within the margin of each other
+count as equal and the lower TTFT wins; neither feasible, the path that misses its targets by less."""
 
 from __future__ import annotations
+
+import math
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -40,3 +43,19 @@ def test_within_the_margin_the_lower_ttft_wins_even_at_a_higher_cost() -> None:
     assert b.decision == "collocated"
     tight = type(_model())(_model().params, slo_margin=0.0)  # no band: the cost decides
     assert tight.decide(x).decision == "disaggregated"
+
+
+@settings(max_examples=400, deadline=None)
+@given(INPUTS)
+def test_with_neither_path_feasible_the_less_late_one_wins(x: RouteInputs) -> None:
+    b = _model().decide(x)
+    if b.meets_slo:
+        return
+    assert b.reason == REASON_SLO_NONE
+    ttft_slo = math.inf if x.ttft_slo_ms is None else x.ttft_slo_ms
+    tpot_slo = math.inf if x.tpot_slo_ms is None else x.tpot_slo_ms
+    late_c = max(b.ttft_collocated_ms / ttft_slo, b.tpot_collocated_ms / tpot_slo)
+    late_d = max(b.ttft_disaggregated_ms / ttft_slo, b.tpot_disaggregated_ms / tpot_slo)
+    assert (b.decision == "disaggregated") == (late_d < late_c)  # ties collocate
+    many = _model().decide_many(RouteColumns.from_inputs([x]))
+    assert bool(many.is_disaggregated[0]) == (late_d < late_c) and not many.meets_slo[0]
