@@ -64,12 +64,21 @@ One feasible path wins; with both, the smaller ``J``, unless the two differ by a
 the lower predicted TTFT wins (ties collocate). The simulator showed the cost otherwise moving
 requests for e2e gains under 1 % at the price of the TTFT tail. With neither, the
 request cannot make its targets, ``meets_slo`` is false (the gateway may shed it), and it goes
-where it misses them by less: the smaller ``max(TTFT / ttft_slo, TPOT / tpot_slo)`` (ties
-collocate). That bounds its own lateness and limits itself: a queue that makes one path late
-sends the next such request to the other. (Sending it where its harm to others was smaller,
-the earlier rule, fed the prefill queue under a tight TTFT target: long prompts that no path
-could prefill in time went to the pool until 30 waited, docs/decision-model.md.) The reason
-code names the component that favoured the chosen path most (see ``REASONS``).
+where it uses less of the other requests' target budgets (ties collocate)::
+
+    D = max(1, O - 1);  slower = decode_per_seq + decode_per_ctx * (L + O/2)
+    budget_c = B * (u * f(c, B) / (c D) + slower) / tpot_slo
+    budget_d = q * T_P(L) / (G * ttft_slo) + B' * slower / tpot_slo
+
+Its chunks delay each running decode by ``u f / c`` in all, spread over its remaining steps
+(this request's ``D`` standing for theirs, as in ``harm``), and its joining slows their every
+step by ``slower``: a share of their TPOT target. Each prefill that queues behind it on the pool
+starts ``T_P(L) / G`` later: a share of its TTFT target. Its own target is lost either way.
+(Comparing the harms in milliseconds instead, the earlier rule, weighed a delay spread thin
+over many decodes' steps against a TTFT delay of whole requests, and under a tight TTFT target
+sent long prompts to the pool until 30 waited; comparing the paths' own lateness instead lost
+most of the goodput past capacity: docs/decision-model.md.) The reason code names the component
+that favoured the chosen path most (see ``REASONS``).
 
 Defaults chosen in the simulator (docs/decision-model.md): ``w = 0`` (at the usual targets
 any harm weight only moves latency into the tail; with a tight TPOT target ``w = 1`` keeps
@@ -387,7 +396,14 @@ class QueueAwareModel:
         elif ok_c or ok_d:
             is_disagg, reason, meets = ok_d, REASON_SLO_ONLY, True
         else:
-            is_disagg, reason, meets = late_d < late_c, REASON_SLO_NONE, False
+            # Others' target budgets this request would use: each running decode's TPOT target
+            # (the chunks' delay over D steps and the slower shared step), each prefill queued
+            # behind it on the pool its TTFT target (the module docstring).
+            D = max(1.0, out - 1.0)
+            slower = self._a1 + self._a2 * (L + half_out)
+            budget_c = B * (u * f_full / (c * D) + slower) / tpot_slo
+            budget_d = q * t_prefill / (G * ttft_slo) + Bd * slower / tpot_slo
+            is_disagg, reason, meets = budget_d < budget_c, REASON_SLO_NONE, False
         # QueueAwareBreakdown's fields in order (from_fields: a tenth of the constructor's cost).
         return from_fields(
             QueueAwareBreakdown,

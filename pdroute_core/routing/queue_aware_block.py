@@ -127,7 +127,7 @@ def decide_many(
 class _Scratch:
     """Preallocated intermediates of one block: a row per name in ``_decide_block``."""
 
-    NUM_FLOATS = 32
+    NUM_FLOATS = 31
     NUM_FLAGS = 10
     NUM_SMALL = 3
 
@@ -186,7 +186,7 @@ def _decide_block(
     w = model.harm_weight
     (
         h, half_out, om1, join, u, total, nm1, rest, c_lin, i3B, f_full, step, in_flight,
-        raw_c, t_ahead, remote, queue_harm, bd_join, late_c, ratio_ttft_c, ratio_tpot_c,
+        raw_c, t_ahead, remote, queue_harm, bd_join, ratio_ttft_c, ratio_tpot_c,
         ratio_ttft_d, ratio_tpot_d, sign, v0, v1, v2, v3, m01, m23, steps, left,
     ) = scratch.floats[:, :m]  # fmt: skip
     t1, t2, t3, t4 = ratio_ttft_c, ratio_tpot_c, ratio_ttft_d, ratio_tpot_d  # free until the ratios
@@ -320,11 +320,10 @@ def _decide_block(
     cost_c += e2e_c
     np.multiply(harm_d, w, out=cost_d)
     cost_d += e2e_d
-    late_d = queue_harm  # free from here
-    np.maximum(ratio_ttft_c, ratio_tpot_c, out=late_c)
-    np.less_equal(late_c, model._feasible, out=ok_c)
-    np.maximum(ratio_ttft_d, ratio_tpot_d, out=late_d)
-    np.less_equal(late_d, model._feasible, out=ok_d)
+    np.maximum(ratio_ttft_c, ratio_tpot_c, out=v0)
+    np.less_equal(v0, model._feasible, out=ok_c)
+    np.maximum(ratio_ttft_d, ratio_tpot_d, out=v0)
+    np.less_equal(v0, model._feasible, out=ok_d)
     np.logical_and(ok_c, ok_d, out=both)
     np.logical_or(ok_c, ok_d, out=res.meets_slo)
     np.less(cost_d, cost_c, out=by_cost)
@@ -337,9 +336,27 @@ def _decide_block(
     np.less(ttft_d, ttft_c, out=f2)
     select_flags(f1, f2, by_cost, out=less)  # (less: free until just below)
     by_cost[...] = less
-    # Both feasible: by cost; one: that one; neither: the less late. (Selections between
+    # Neither feasible: the path that uses less of others' target budgets (decide's order):
+    # budget_c = B * (u f / (c D) + slower) / tpot_slo; budget_d = q T_P(L) / (G ttft_slo)
+    # + B' slower / tpot_slo; slower = a1 + a2 (L + O/2); D = max(1, O - 1) (``steps``).
+    np.add(L, half_out, out=v1)
+    v1 *= model._a2
+    v1 += model._a1  # slower
+    np.multiply(u, f_full, out=v0)
+    np.multiply(c, steps, out=v2)
+    v0 /= v2
+    v0 += v1
+    v0 *= B
+    v0 /= tpot_slo  # budget_c
+    np.multiply(q, t_prefill, out=v2)
+    np.multiply(G, ttft_slo, out=v3)
+    v2 /= v3
+    v1 *= Bd
+    v1 /= tpot_slo
+    v2 += v1  # budget_d
+    # Both feasible: by cost; one: that one; neither: the smaller budget. (Selections between
     # flags are arithmetic: no branch per request.)
-    np.less(late_d, late_c, out=less)
+    np.less(v2, v0, out=less)
     select_flags(res.meets_slo, ok_d, less, out=inner)
     select_flags(both, by_cost, inner, out=res.is_disaggregated)
 

@@ -237,14 +237,19 @@ def test_slo_decides_when_one_path_is_feasible() -> None:
     assert tight.reason == "slo_only_feasible" and tight.meets_slo
     fast = "collocated" if free.ttft_collocated_ms < free.ttft_disaggregated_ms else "disaggregated"
     assert tight.decision == fast
-    # Neither feasible: flagged, and sent where it misses the target by less (the faster path).
-    none = _model().decide(dataclasses.replace(base, ttft_slo_ms=lo / 2))
+    # Neither feasible: flagged, and sent where it uses less of other requests' targets. No
+    # prefill queue: the pool delays no one's first token, while its chunks would delay the 20
+    # running decodes here (the step both paths slow alike): disaggregated.
+    targets = dataclasses.replace(base, ttft_slo_ms=lo / 2, tpot_slo_ms=50.0)
+    none = _model().decide(targets)
     assert none.reason == "slo_none_feasible" and not none.meets_slo
-    assert none.decision == fast
-    # A long prefill queue makes the pool the later path: it stays local.
-    queued = _model().decide(dataclasses.replace(base, ttft_slo_ms=lo / 2, prefill_queue_requests=500))
-    assert queued.ttft_disaggregated_ms > queued.ttft_collocated_ms
+    assert none.decision == "disaggregated"
+    # 500 prompts queued on the pool would each start later: it stays local.
+    queued = _model().decide(dataclasses.replace(targets, prefill_queue_requests=500))
     assert queued.decision == "collocated" and not queued.meets_slo
+    # Without a TPOT target the decodes' delay breaks no target, and without a queue the pool
+    # delays no one: a tie, collocated.
+    assert _model().decide(dataclasses.replace(base, ttft_slo_ms=lo / 2)).decision == "collocated"
 
 
 def test_harm_weight_prices_the_running_decodes() -> None:

@@ -1,5 +1,6 @@
 """How the targets and the costs decide: both paths feasible, costs within the margin of each other
-count as equal and the lower TTFT wins; neither feasible, the path that misses its targets by less."""
+count as equal and the lower TTFT wins; neither feasible, the path that uses less of the other
+requests' targets."""
 
 from __future__ import annotations
 
@@ -47,15 +48,25 @@ def test_within_the_margin_the_lower_ttft_wins_even_at_a_higher_cost() -> None:
 
 @settings(max_examples=400, deadline=None)
 @given(INPUTS)
-def test_with_neither_path_feasible_the_less_late_one_wins(x: RouteInputs) -> None:
-    b = _model().decide(x)
+def test_with_neither_path_feasible_the_smaller_use_of_others_targets_wins(x: RouteInputs) -> None:
+    model = _model()
+    b = model.decide(x)
     if b.meets_slo:
         return
     assert b.reason == REASON_SLO_NONE
     ttft_slo = math.inf if x.ttft_slo_ms is None else x.ttft_slo_ms
     tpot_slo = math.inf if x.tpot_slo_ms is None else x.tpot_slo_ms
-    late_c = max(b.ttft_collocated_ms / ttft_slo, b.tpot_collocated_ms / tpot_slo)
-    late_d = max(b.ttft_disaggregated_ms / ttft_slo, b.tpot_disaggregated_ms / tpot_slo)
-    assert (b.decision == "disaggregated") == (late_d < late_c)  # ties collocate
-    many = _model().decide_many(RouteColumns.from_inputs([x]))
-    assert bool(many.is_disaggregated[0]) == (late_d < late_c) and not many.meets_slo[0]
+    forms = model.params.queue_aware
+    assert forms is not None
+    L, out, c = float(x.prompt_len), float(x.predicted_output_len), float(x.chunk_size)
+    B, Bd = float(x.system_load), float(x.decode_batch_size)
+    u = L - (0.0 if x.cached_prompt_tokens is None else min(float(x.cached_prompt_tokens), L - 1.0))
+    q = 0.0 if x.prefill_queue_requests is None else float(x.prefill_queue_requests)
+    G = 1.0 if x.prefill_pool_gpus is None else float(x.prefill_pool_gpus)
+    slower = forms.decode_ms_per_seq + forms.decode_ms_per_context_token * (L + 0.5 * out)
+    budget_c = B * (u * model.chunk_ms(c, B) / (c * max(1.0, out - 1.0)) + slower) / tpot_slo
+    budget_d = q * model.prefill_ms(L) / (G * ttft_slo) + Bd * slower / tpot_slo
+    expected = budget_d < budget_c  # ties collocate
+    assert (b.decision == "disaggregated") == expected
+    many = model.decide_many(RouteColumns.from_inputs([x]))
+    assert bool(many.is_disaggregated[0]) == expected and not many.meets_slo[0]
