@@ -315,7 +315,8 @@ class QueueAwareModel:
         tpot_slo = math.inf if x.tpot_slo_ms is None else float(x.tpot_slo_ms)
         w = self.harm_weight
         half_out = 0.5 * out
-        join = (out - 1.0) * (self._a1 + self._a2 * (L + half_out))
+        slower = self._a1 + self._a2 * (L + half_out)  # a running decode's step, once this one joins
+        join = (out - 1.0) * slower
 
         # Collocated.
         u = L - h
@@ -400,7 +401,6 @@ class QueueAwareModel:
             # (the chunks' delay over D steps and the slower shared step), each prefill queued
             # behind it on the pool its TTFT target (the module docstring).
             D = max(1.0, out - 1.0)
-            slower = self._a1 + self._a2 * (L + half_out)
             budget_c = B * (u * f_full / (c * D) + slower) / tpot_slo
             budget_d = q * t_prefill / (G * ttft_slo) + Bd * slower / tpot_slo
             is_disagg, reason, meets = budget_d < budget_c, REASON_SLO_NONE, False
