@@ -19,6 +19,7 @@ from solver.errors import PdrouteError
 # dependencies (torch, aiconfigurator, matplotlib) are imported inside the command functions.
 COMMAND_MODULES: tuple[str, ...] = (
     "app.commands.serve",
+    "app.commands.proxy",
     "app.commands.route",
     "app.commands.profile",
     "app.commands.fit",

@@ -1,0 +1,191 @@
+"""Collocated or disaggregated for one request, decided in-process (pure but for the reads of
+the scrape snapshot, the ledger and the params snapshot, each read once).
+
+Inputs and where they come from (``Choice.sources``):
+
+- ``scrape:<engine id>``: the decode engine's running requests (``system_load`` and
+  ``decode_batch_size``: on this fleet the decode engine is also where a collocated prompt is
+  prefilled), its KV tokens in use and its recent prefill rate, from its ``/metrics``.
+- ``proxy``: what only the proxy knows because it sent it: prompt tokens sent to the decode
+  engine and not yet prefilled (``pending_prefill_tokens``, ``decode_pending_prefill_tokens``),
+  the prefill pool's queue in requests and tokens, its running prefills and their tokens, and
+  its engines not marked down; the decode engine's running requests too when no fresh scrape has them.
+- ``request``: the prompt length and the output length (``max_tokens``, exact with
+  ``ignore_eos``, else capped by the configured default), ``assumed``: the rest.
+
+The policy is pdroute's served model (calibrated when calibration is on) or one of the static
+rules of ``solver.sim.policies``, which see the same view a simulated gateway sees.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from app.calibration_state import CalibrationState
+from app.engines.autofill import Targets, cached_fill
+from app.engines.request_fill import CAPS, SnapshotSource
+from app.output_learning_state import OutputLearningState
+from app.params_store import ParamsStore
+from pdroute_core.routing import COLLOCATED, DISAGGREGATED, Decision, RouteInputs
+from pdroute_proxy.ledger import Ledger
+from pdroute_proxy.settings import ProxySettings
+from solver.sim.policies import Policy, RouteView, make_policy
+
+PROXY = "proxy"
+REQUEST = "request"
+ASSUMED = "assumed"
+RULE_REASONS = (
+    "always_collocated",
+    "always_disaggregated",
+    "prompt_over_threshold",
+    "prompt_within_threshold",
+    "prefill_queue_full",
+)
+
+
+@dataclass(frozen=True)
+class Choice:
+    """A decision with what it was made from."""
+
+    path: Decision
+    reason: str  # the model's reason code, or one of RULE_REASONS
+    decided_by: str  # the model's name, or rule:<policy>
+    inputs: RouteInputs
+    sources: dict[str, str]  # input field -> PROXY, REQUEST, ASSUMED or scrape:<engine id>
+    predicted_ttft_ms: float | None = None
+    predicted_e2e_ms: float | None = None
+
+
+def _rule_reason(policy: str, view: RouteView, path: Decision, settings: ProxySettings) -> str:
+    if policy == "collocated":
+        return "always_collocated"
+    if policy == "disaggregated":
+        return "always_disaggregated"
+    if view.prompt_len <= settings.threshold_tokens:
+        return "prompt_within_threshold"
+    return "prompt_over_threshold" if path == DISAGGREGATED else "prefill_queue_full"
+
+
+class Decider:
+    """Builds each request's inputs and asks the configured policy."""
+
+    def __init__(
+        self,
+        settings: ProxySettings,
+        store: ParamsStore,
+        ledger: Ledger,
+        scraper: SnapshotSource | None,
+        monotonic: Callable[[], float],
+        calibration: CalibrationState | None = None,
+        output_learning: OutputLearningState | None = None,
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.ledger = ledger
+        self.scraper = scraper
+        self.monotonic = monotonic
+        self.calibration = calibration
+        self.output_learning = output_learning
+        self.rule: Policy | None = None
+        if settings.policy != "pdroute":
+            self.rule = make_policy(
+                settings.policy,
+                threshold_tokens=settings.threshold_tokens,
+                max_queue_depth=settings.max_queue_depth,
+            )
+
+    def predicted_output_len(self, prompt_len: int, max_tokens: int, is_exact: bool) -> tuple[int, int]:
+        """(told, corrected): ``max_tokens`` when exact (``ignore_eos``), else capped by the
+        default table; then corrected by the output-length learner when it is on."""
+        told = (
+            max_tokens
+            if is_exact
+            else min(max_tokens, self.settings.output_len_defaults().for_prompt(prompt_len))
+        )
+        if self.output_learning is None:
+            return told, told
+        return told, self.output_learning.snapshot.corrected(prompt_len, told)
+
+    def inputs(
+        self, prompt_len: int, output_len: int, decode_id: str, prefill_ids: tuple[str, ...]
+    ) -> tuple[RouteInputs, dict[str, str]]:
+        """The model's inputs for a request bound for ``decode_id``, and each one's source."""
+        now = self.monotonic()
+        values: dict[str, float | None] = {}
+        sources: dict[str, str] = {"prompt_len": REQUEST, "predicted_output_len": REQUEST}
+        if self.scraper is not None:
+            snapshot = self.scraper.snapshot
+            filled = cached_fill(
+                snapshot,
+                Targets(decode=decode_id, colloc=decode_id),
+                now,
+                self.settings.engines_stale_s,
+                CAPS,
+            )
+            for name, source in filled.sources(now).items():
+                if name.startswith("prefill_"):
+                    continue  # the pool's queue: the proxy's own accounting below is exact and fresher
+                values[name] = filled.values[name]
+                sources[name] = f"scrape:{source['endpoint']}"
+        load = self.ledger.load(decode_id)
+        pool = self.ledger.pool_view(prefill_ids, now)
+        own: dict[str, float | None] = {
+            "pending_prefill_tokens": load.pending_prefill_tokens,
+            "decode_pending_prefill_tokens": load.pending_prefill_tokens,
+            "prefill_queue_requests": pool.queue_requests,
+            "prefill_queue_tokens": pool.queue_tokens,
+            "prefill_running_requests": pool.running_requests,
+            "prefill_running_tokens": pool.running_tokens,
+            "prefill_pool_gpus": max(pool.num_engines, 1),
+        }
+        for name in ("system_load", "decode_batch_size"):
+            if name not in values:
+                own[name] = load.decoding
+        for name, value in own.items():
+            values[name] = value
+            sources[name] = PROXY
+        fields: dict[str, Any] = {
+            k: v if v is None or k.endswith("_per_s") else int(v) for k, v in values.items()
+        }
+        fields["system_load"] = fields.get("system_load") or 0
+        fields["decode_batch_size"] = fields.get("decode_batch_size") or 0
+        inputs = RouteInputs(
+            prompt_len=prompt_len,
+            predicted_output_len=output_len,
+            chunk_size=self.settings.chunk_size,
+            ttft_slo_ms=self.settings.default_ttft_slo_ms,
+            tpot_slo_ms=self.settings.default_tpot_slo_ms,
+            **fields,
+        )
+        for name in inputs.missing():
+            sources.setdefault(name, ASSUMED)
+        return inputs, sources
+
+    def decide(
+        self, prompt_len: int, output_len: int, decode_id: str, prefill_ids: tuple[str, ...]
+    ) -> Choice:
+        """The policy's answer for one request (no prefill engine configured: collocated)."""
+        inputs, sources = self.inputs(prompt_len, output_len, decode_id, prefill_ids)
+        if self.rule is not None:
+            view = RouteView(
+                prompt_len=prompt_len,
+                predicted_output_len=output_len,
+                system_load=inputs.system_load,
+                decode_batch_size=inputs.decode_batch_size,
+                prefill_queue_depth=inputs.prefill_queue_requests or 0,
+                chunk_size=inputs.chunk_size,
+            )
+            path = self.rule.decide(view).decision
+            reason = _rule_reason(self.settings.policy, view, path, self.settings)
+            return Choice(path, reason, f"rule:{self.settings.policy}", inputs, sources)
+        loaded = self.store.current
+        model = loaded.model
+        if self.calibration is not None:
+            model = self.calibration.model_for(loaded.params_id, model)
+        b = model.decide(inputs)
+        return Choice(b.decision, b.reason, model.name, inputs, sources, b.chosen_ttft_ms, b.chosen_e2e_ms)
+
+
+__all__ = ["ASSUMED", "COLLOCATED", "DISAGGREGATED", "PROXY", "REQUEST", "Choice", "Decider"]

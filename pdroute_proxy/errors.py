@@ -1,0 +1,28 @@
+"""The proxy's own errors, each mapped to one HTTP answer in ``pdroute_proxy.responses``."""
+
+from __future__ import annotations
+
+
+class ProxyError(Exception):
+    """Base of the errors a client is answered with."""
+
+
+class NoEngine(ProxyError):
+    """No engine of the fleet could serve the request (503)."""
+
+
+class BadRequest(ProxyError):
+    """The request cannot be served as sent (400); ``param`` names the field."""
+
+    def __init__(self, message: str, param: str | None = None) -> None:
+        super().__init__(message)
+        self.param = param
+
+
+class UpstreamRejected(ProxyError):
+    """The engine refused the request itself (a 4xx before any token): passed to the client."""
+
+    def __init__(self, status: int, body: bytes) -> None:
+        super().__init__(f"the engine answered HTTP {status}")
+        self.status = status
+        self.body = body

@@ -1,0 +1,147 @@
+"""The proxy's own accounting of what it has sent each engine (event-loop only, no lock).
+
+No engine publishes the prompt tokens it has been sent and not yet prefilled, nor a prefill
+pool's queue in tokens; a gateway knows both because it sent them. ``Ledger`` keeps per engine:
+requests in flight, requests past their first token (decoding), prompt tokens not yet
+prefilled, and on prefill engines the prompts in flight in send order: the oldest on each
+engine counts as running, the rest as queued (vLLM's scheduler is first come, first served).
+It also remembers engines that refused a connection, to try them last for ``down_s``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections import OrderedDict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+
+@dataclass
+class EngineLoad:
+    """What the proxy has in flight on one engine (counts; tokens)."""
+
+    in_flight: int = 0
+    decoding: int = 0
+    pending_prefill_tokens: int = 0
+    prefills: OrderedDict[int, int] = field(default_factory=OrderedDict)  # key -> prompt tokens
+    down_until: float = -math.inf  # monotonic s
+
+
+@dataclass(frozen=True)
+class PoolView:
+    """The prefill pool as the proxy's own accounting sees it."""
+
+    queue_requests: int
+    queue_tokens: int
+    running_requests: int
+    running_tokens: int
+    num_engines: int  # prefill engines not marked down
+
+
+class Ticket:
+    """One request's stay on one engine; ``first_token`` moves it from prefilling to decoding."""
+
+    def __init__(self, load: EngineLoad, prompt_tokens: int) -> None:
+        self.load = load
+        self.prompt_tokens = prompt_tokens
+        self.is_decoding = False
+        self.is_closed = False
+        load.in_flight += 1
+        load.pending_prefill_tokens += prompt_tokens
+
+    def first_token(self) -> None:
+        if not self.is_decoding and not self.is_closed:
+            self.is_decoding = True
+            self.load.pending_prefill_tokens -= self.prompt_tokens
+            self.load.decoding += 1
+
+    def close(self) -> None:
+        if self.is_closed:
+            return
+        self.is_closed = True
+        self.load.in_flight -= 1
+        if self.is_decoding:
+            self.load.decoding -= 1
+        else:
+            self.load.pending_prefill_tokens -= self.prompt_tokens
+
+
+class PrefillTicket:
+    """One prompt in flight on a prefill engine (queued, then running, until answered)."""
+
+    _keys = itertools.count()
+
+    def __init__(self, load: EngineLoad, prompt_tokens: int) -> None:
+        self.load = load
+        self.key = next(self._keys)
+        load.in_flight += 1
+        load.prefills[self.key] = prompt_tokens
+
+    def close(self) -> None:
+        if self.load.prefills.pop(self.key, None) is not None:
+            self.load.in_flight -= 1
+
+
+class Ledger:
+    """Every engine's ``EngineLoad`` by endpoint id (entries appear as ids are first used)."""
+
+    def __init__(self, down_s: float) -> None:
+        self.down_s = down_s
+        self.engines: dict[str, EngineLoad] = {}
+
+    def load(self, engine_id: str) -> EngineLoad:
+        found = self.engines.get(engine_id)
+        if found is None:
+            found = self.engines[engine_id] = EngineLoad()
+        return found
+
+    def is_down(self, engine_id: str, now: float) -> bool:
+        return self.load(engine_id).down_until > now
+
+    def mark_down(self, engine_id: str, now: float) -> None:
+        self.load(engine_id).down_until = now + self.down_s
+
+    def mark_up(self, engine_id: str) -> None:
+        self.load(engine_id).down_until = -math.inf
+
+    def by_load(self, ids: Iterable[str], now: float) -> list[str]:
+        """``ids`` least loaded first: engines not marked down, then by requests in flight,
+        prompt tokens not yet prefilled and the given order; engines marked down come last
+        (soonest back first), so that a fleet that has come back is found without waiting."""
+        order = {engine_id: i for i, engine_id in enumerate(ids)}
+
+        def key(engine_id: str) -> tuple[bool, float, int, int, int]:
+            load = self.load(engine_id)
+            is_down = load.down_until > now
+            return (
+                is_down,
+                load.down_until if is_down else 0.0,
+                load.in_flight,
+                load.pending_prefill_tokens,
+                order[engine_id],
+            )
+
+        return sorted(order, key=key)
+
+    def decode_ticket(self, engine_id: str, prompt_tokens: int) -> Ticket:
+        return Ticket(self.load(engine_id), prompt_tokens)
+
+    def prefill_ticket(self, engine_id: str, prompt_tokens: int) -> PrefillTicket:
+        return PrefillTicket(self.load(engine_id), prompt_tokens)
+
+    def pool_view(self, prefill_ids: Iterable[str], now: float) -> PoolView:
+        """The prefill pool: on each engine the oldest prompt runs and the rest wait."""
+        queue_requests = queue_tokens = running_requests = running_tokens = num_engines = 0
+        for engine_id in prefill_ids:
+            load = self.load(engine_id)
+            if load.down_until <= now:
+                num_engines += 1
+            for i, tokens in enumerate(load.prefills.values()):
+                if i == 0:
+                    running_requests += 1
+                    running_tokens += tokens
+                else:
+                    queue_requests += 1
+                    queue_tokens += tokens
+        return PoolView(queue_requests, queue_tokens, running_requests, running_tokens, num_engines)

@@ -1,0 +1,83 @@
+"""What the client receives: OpenAI-shaped bodies and events, and every error mapped once."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import orjson
+from fastapi import FastAPI, Request, Response
+from fastapi.exceptions import RequestValidationError
+
+from app.errors import describe_validation_errors
+from pdroute_proxy.errors import BadRequest, NoEngine, UpstreamRejected
+
+
+def error_body(message: str, kind: str, code: int, param: str | None = None) -> dict[str, Any]:
+    return {"error": {"message": message, "type": kind, "param": param, "code": code}}
+
+
+def json_response(body: dict[str, Any], status: int = 200) -> Response:
+    return Response(orjson.dumps(body), status_code=status, media_type="application/json")
+
+
+def sse(data: dict[str, Any]) -> bytes:
+    return b"data: " + orjson.dumps(data) + b"\n\n"
+
+
+DONE = b"data: [DONE]\n\n"
+
+
+def completion_chunk(
+    request_id: str,
+    model: str,
+    text: str,
+    finish_reason: str | None,
+    token_ids: list[int] | None,
+    *,
+    chat: bool,
+) -> dict[str, Any]:
+    choice: dict[str, Any] = {"index": 0, "logprobs": None, "finish_reason": finish_reason}
+    if chat:
+        choice["delta"] = {"role": "assistant", "content": text}
+        obj = "chat.completion.chunk"
+    else:
+        choice["text"] = text
+        obj = "text_completion"
+    if token_ids is not None:
+        choice["token_ids"] = token_ids
+    return {"id": request_id, "object": obj, "created": int(time.time()), "model": model, "choices": [choice]}
+
+
+def usage(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
+    return {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+    }
+
+
+def answer_of(exc: Exception) -> Response:
+    """The one mapping of the proxy's errors to HTTP answers."""
+    if isinstance(exc, NoEngine):
+        return json_response(error_body(f"no engine can serve this request: {exc}", "no_engine", 503), 503)
+    if isinstance(exc, BadRequest):
+        return json_response(error_body(str(exc), "invalid_request_error", 400, exc.param), 400)
+    if isinstance(exc, UpstreamRejected):
+        return Response(exc.body, status_code=exc.status, media_type="application/json")
+    raise exc
+
+
+def install(app: FastAPI) -> None:
+    async def validation(request: Request, exc: Exception) -> Response:
+        errors = list(exc.errors()) if isinstance(exc, RequestValidationError) else []
+        first = [str(p) for p in (errors[0].get("loc", ()) if errors else ()) if p != "body"]
+        message = describe_validation_errors(errors) if errors else str(exc)
+        return json_response(error_body(message, "invalid_request_error", 400, ".".join(first) or None), 400)
+
+    async def proxy_error(request: Request, exc: Exception) -> Response:
+        return answer_of(exc)
+
+    app.add_exception_handler(RequestValidationError, validation)
+    for kind in (NoEngine, BadRequest, UpstreamRejected):
+        app.add_exception_handler(kind, proxy_error)

@@ -1,0 +1,78 @@
+"""The proxy's settings: the service's (params, model, engines file, learners) plus its own.
+
+Read once from the environment (prefix ``PDROUTE_``) and injected. The proxy's own fields say
+which policy decides, how the KV hand-off is spoken, and how long an upstream may take.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from app.settings import Settings
+
+PolicyName = Literal["pdroute", "collocated", "disaggregated", "threshold", "threshold-queue"]
+POLICY_NAMES: tuple[PolicyName, ...] = (
+    "pdroute",
+    "collocated",
+    "disaggregated",
+    "threshold",
+    "threshold-queue",
+)
+KvConnector = Literal["example", "nixl"]
+
+
+class ProxySettings(Settings):
+    """Everything ``Settings`` holds, and the proxy's own fields (``PDROUTE_<NAME>``)."""
+
+    port: int = Field(default=8100, ge=1, le=65535)
+    policy: PolicyName = Field(
+        default="pdroute",
+        description="who decides: pdroute's served model, or a static rule (collocated, disaggregated,"
+        " threshold: llm-d's prompt threshold, threshold-queue: Dynamo's prompt and prefill-queue rule)",
+    )
+    threshold_tokens: int = Field(
+        default=1000,
+        ge=0,
+        le=10_000_000,
+        description="threshold rules: disaggregate prompts longer than this",
+    )
+    max_queue_depth: int = Field(
+        default=2, ge=0, le=1_000_000, description="threshold-queue: ... and fewer requests than this wait"
+    )
+    kv_connector: KvConnector = Field(
+        default="example",
+        description="how the decode engine finds the KV: example (vLLM's ExampleConnector, shared storage:"
+        " the decode request is prompt + first token) or nixl (NixlConnector: kv_transfer_params round trip)",
+    )
+    kv_block_size: int = Field(
+        default=16,
+        ge=1,
+        le=4096,
+        description="example connector: the engines' --block-size; a prompt of a multiple of it is sent bare",
+    )
+    chunk_size: int = Field(
+        default=256, ge=1, le=1_048_576, description="prefill tokens per engine step on a decode engine"
+    )
+    prefill_timeout_s: float = Field(
+        default=30.0, gt=0, le=3600, allow_inf_nan=False, description="longest wait for a prefill answer"
+    )
+    connect_timeout_s: float = Field(
+        default=1.0, gt=0, le=60, allow_inf_nan=False, description="upstream connect timeout"
+    )
+    read_timeout_s: float = Field(
+        default=60.0,
+        gt=0,
+        le=3600,
+        allow_inf_nan=False,
+        description="longest silence of a decode stream (its first token included) before failing over",
+    )
+    down_s: float = Field(
+        default=2.0,
+        gt=0,
+        le=3600,
+        allow_inf_nan=False,
+        description="an engine that refused a connection is tried last for this long (seconds)",
+    )
+    max_retries: int = Field(default=3, ge=0, le=64, description="decode engines tried after the first")
