@@ -1,0 +1,7 @@
+"""``python -m localfleet``: see ``localfleet.cli``."""
+
+import sys
+
+from localfleet.cli import main
+
+sys.exit(main())
