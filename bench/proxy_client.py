@@ -1,0 +1,125 @@
+"""Timing one streamed completion (TTFT and the gaps between tokens), for the proxy benchmarks."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+
+@dataclass(frozen=True)
+class Timed:
+    """One request as the client saw it (seconds; ``num_tokens`` streamed)."""
+
+    ok: bool
+    ttft_s: float
+    e2e_s: float
+    num_tokens: int
+    status: int
+
+    @property
+    def tpot_s(self) -> float | None:
+        return (self.e2e_s - self.ttft_s) / (self.num_tokens - 1) if self.num_tokens > 1 else None
+
+
+async def timed_stream(client: httpx.AsyncClient, url: str, body: dict[str, Any]) -> Timed:
+    """Stream ``body`` from ``url`` (a /v1/completions URL); time its first and last token."""
+    started = time.perf_counter()
+    first: float | None = None
+    last = started
+    tokens = 0
+    try:
+        async with client.stream("POST", url, json={**body, "stream": True}) as r:
+            if r.status_code != 200:
+                await r.aread()
+                return Timed(False, 0.0, time.perf_counter() - started, 0, r.status_code)
+            async for line in r.aiter_lines():
+                if not line.startswith("data: {"):
+                    continue
+                event = json.loads(line[6:])
+                if not event.get("choices"):
+                    continue
+                now = time.perf_counter()
+                n = len(event["choices"][0].get("token_ids") or ()) or 1
+                tokens += n
+                if first is None:
+                    first = now
+                last = now
+    except httpx.HTTPError:
+        return Timed(False, 0.0, time.perf_counter() - started, tokens, 0)
+    if first is None:
+        return Timed(False, 0.0, last - started, 0, 200)
+    return Timed(True, first - started, last - started, tokens, 200)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+class ProxyProcess:
+    """``pdroute proxy`` as a child process (its own interpreter, as an operator runs it)."""
+
+    def __init__(self, engines_file: Path, log_path: Path, **env: str) -> None:
+        self.port = free_port()
+        full = {
+            **os.environ,
+            "PDROUTE_ENGINES_FILE": str(engines_file),
+            "PDROUTE_PORT": str(self.port),
+            "PDROUTE_LOG_LEVEL": "warning",
+            "PDROUTE_WATCH_PARAMS": "false",
+            **env,
+        }
+        self.log = log_path.open("w")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "app.cli", "proxy"], env=full, stdout=self.log, stderr=subprocess.STDOUT
+        )
+        self.url = f"http://127.0.0.1:{self.port}"
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"pdroute proxy exited: see {log_path}")
+            try:
+                if httpx.get(f"{self.url}/health", timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        raise RuntimeError(f"pdroute proxy not healthy in 60 s: see {log_path}")
+
+    def metrics_text(self) -> str:
+        return httpx.get(f"{self.url}/metrics", timeout=10).text
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+
+
+def quantile(values: list[float], q: float) -> float:
+    """The ``q`` quantile (nearest rank) of ``values``; NaN when empty."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
+
+
+def run(coro: Any) -> Any:
+    return asyncio.run(coro)

@@ -1,0 +1,113 @@
+"""The proxy's decision inputs and where each comes from, and the static rules' reasons (pure)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from app.engines.autofill import FleetSnapshot, Reading
+from app.engines.config import fleet_from
+from app.engines.sample import EngineSample
+from app.params_store import ParamsStore
+from pdroute_proxy.decision import Decider
+from pdroute_proxy.ledger import Ledger
+from pdroute_proxy.settings import ProxySettings
+
+FLEET = fleet_from(
+    {
+        "pools": {
+            "prefill": [{"id": "p0", "url": "http://p0:8000/metrics", "kind": "vllm"}],
+            "decode": [{"id": "d0", "url": "http://d0:8000/metrics", "kind": "vllm"}],
+        }
+    }
+)
+
+
+@dataclass
+class Source:
+    snapshot: FleetSnapshot
+
+
+def decider(
+    tmp_path: Path, params: Path, *, readings: dict[str, Reading], now: float = 10.0, **kw: object
+) -> Decider:
+    settings = ProxySettings(engines_file=tmp_path / "unused.json", params_path=params, **kw)  # type: ignore[arg-type]
+    store = ParamsStore(params, lambda: 0.0, model_name=settings.model)
+    return Decider(settings, store, Ledger(1.0), Source(FleetSnapshot(FLEET, readings)), lambda: now)
+
+
+def test_inputs_come_from_the_scrape_and_the_proxys_own_accounting(
+    tmp_path: Path, queue_aware_params_file: Path
+) -> None:
+    fresh = Reading(EngineSample(running=5, waiting=9, kv_used_tokens=4000), taken_at=9.5)
+    d = decider(tmp_path, queue_aware_params_file, readings={"d0": fresh, "p0": fresh})
+    ticket = d.ledger.decode_ticket("d0", 300)  # sent, not yet prefilled
+    running = d.ledger.prefill_ticket("p0", 700)
+    queued = d.ledger.prefill_ticket("p0", 900)
+    inputs, sources = d.inputs(1000, 50, "d0", ("p0",))
+    assert (inputs.system_load, inputs.decode_batch_size, inputs.decode_context_tokens) == (5, 5, 4000)
+    assert sources["system_load"] == sources["decode_context_tokens"] == "scrape:d0"
+    assert (inputs.pending_prefill_tokens, inputs.decode_pending_prefill_tokens) == (300, 300)
+    # The pool's queue is the proxy's (the scrape's 9 waiting are not used): oldest runs, the rest wait.
+    assert (inputs.prefill_running_requests, inputs.prefill_running_tokens) == (1, 700)
+    assert (inputs.prefill_queue_requests, inputs.prefill_queue_tokens, inputs.prefill_pool_gpus) == (
+        1,
+        900,
+        1,
+    )
+    assert {
+        sources[k] for k in ("prefill_queue_requests", "prefill_queue_tokens", "pending_prefill_tokens")
+    } == {"proxy"}
+    ticket.first_token()
+    assert d.inputs(10, 5, "d0", ("p0",))[0].pending_prefill_tokens == 0
+    for t in (ticket, running, queued):
+        t.close()
+    assert d.inputs(10, 5, "d0", ("p0",))[0].prefill_queue_tokens == 0
+    choice = d.decide(1000, 50, "d0", ("p0",))
+    assert choice.decided_by == "queue-aware" and choice.predicted_ttft_ms is not None
+
+
+def test_without_a_fresh_scrape_the_decodes_are_the_proxys_count(
+    tmp_path: Path, queue_aware_params_file: Path
+) -> None:
+    stale = Reading(EngineSample(running=5), taken_at=0.0)  # 10 s old, stale after 2 s
+    d = decider(tmp_path, queue_aware_params_file, readings={"d0": stale})
+    for _ in range(3):
+        d.ledger.decode_ticket("d0", 10).first_token()
+    inputs, sources = d.inputs(100, 10, "d0", ("p0",))
+    assert (inputs.system_load, sources["system_load"]) == (3, "proxy")
+    assert sources["decode_context_tokens"] == "assumed"
+
+
+@pytest.mark.parametrize(
+    ("policy", "prompt_len", "queued", "path", "reason"),
+    [
+        ("collocated", 5000, 0, "collocated", "always_collocated"),
+        ("disaggregated", 10, 0, "disaggregated", "always_disaggregated"),
+        ("threshold", 1001, 0, "disaggregated", "prompt_over_threshold"),
+        ("threshold", 1000, 0, "collocated", "prompt_within_threshold"),
+        ("threshold-queue", 1001, 1, "disaggregated", "prompt_over_threshold"),
+        ("threshold-queue", 1001, 2, "collocated", "prefill_queue_full"),
+    ],
+)
+def test_static_rules(
+    tmp_path: Path, params_file: Path, policy: str, prompt_len: int, queued: int, path: str, reason: str
+) -> None:
+    d = decider(tmp_path, params_file, readings={}, policy=policy, threshold_tokens=1000, max_queue_depth=2)
+    for _ in range(queued + 1):  # the first runs, the rest wait
+        d.ledger.prefill_ticket("p0", 100)
+    choice = d.decide(prompt_len, 10, "d0", ("p0",))
+    assert (choice.path, choice.reason, choice.decided_by) == (path, reason, f"rule:{policy}")
+
+
+def test_ledger_orders_by_load_and_tries_engines_marked_down_last() -> None:
+    ledger = Ledger(down_s=5.0)
+    ledger.decode_ticket("a", 100)
+    ledger.decode_ticket("b", 10)
+    ledger.decode_ticket("b", 10)
+    assert ledger.by_load(["a", "b", "c"], 0.0) == ["c", "a", "b"]
+    ledger.mark_down("c", 0.0)
+    assert ledger.by_load(["a", "b", "c"], 1.0) == ["a", "b", "c"]
+    assert ledger.by_load(["a", "b", "c"], 6.0)[0] == "c"  # its time is up: tried again
