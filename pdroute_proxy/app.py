@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Callable
 
 import httpx
 from fastapi import FastAPI, Request, Response
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, disable_created_metrics, generate_latest
 
 from app.calibration_state import calibration_from_settings
 from app.engines.scraper import EngineScraper, build_scraper
@@ -53,6 +53,7 @@ def create_proxy_app(
 ) -> FastAPI:
     """The proxy app; raises ``InvalidParams``, ``InvalidEngines`` or ``NoEnginesFile`` now."""
     registry = registry if registry is not None else CollectorRegistry()
+    disable_created_metrics()  # type: ignore[no-untyped-call]  # as the service: no *_created series
     store = ParamsStore(
         settings.resolved_params_path(),
         clock,

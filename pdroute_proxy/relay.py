@@ -98,6 +98,15 @@ class Relay:
         self.metrics.fallbacks.labels(cause=cause).inc()
 
     async def serve(self, job: Job) -> AsyncGenerator[Piece, None]:
+        """The request's tokens in order (see the module docstring); ``job.served`` says how."""
+        self.metrics.in_flight.inc()
+        try:
+            async for piece in self._serve(job):
+                yield piece
+        finally:
+            self.metrics.in_flight.dec()
+
+    async def _serve(self, job: Job) -> AsyncGenerator[Piece, None]:
         arrived = self.monotonic()
         decode_ids = self.decode_ids()
         if not decode_ids:

@@ -174,6 +174,7 @@ def test_a_client_that_disconnects_cancels_the_upstream_request(
         assert proxy.metric("pdroute_proxy_requests_total", outcome="cancelled") == 1
         ledger = proxy.app.state.ledger
         assert all(load.in_flight == 0 for load in ledger.engines.values())
+        assert proxy.metric("pdroute_proxy_in_flight_requests") == 0
     finally:
         proxy.stop()
 
