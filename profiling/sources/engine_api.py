@@ -25,11 +25,13 @@ from typing import Any
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
+from solver.errors import PdrouteError
+
 Labels = Mapping[str, str]
 Samples = dict[str, list[tuple[dict[str, str], float]]]  # sample name -> (labels, value)
 
 
-class EngineAPIError(Exception):
+class EngineAPIError(PdrouteError):
     """The engine is down, not OpenAI-compatible, or has no usable metrics (one line)."""
 
 
@@ -181,10 +183,15 @@ async def stream_completion(
     max_tokens: int,
     *,
     extra: Mapping[str, Any] | None = None,
+    times: list[float] | None = None,
 ) -> Stream:
-    """Stream a completion; every event's arrival time, one per event that carries tokens."""
+    """Stream a completion; every event's arrival time, one per event that carries tokens.
+
+    ``times`` (optional) receives the arrival times as they come, so that a caller that
+    cancels the stream still has them.
+    """
     body = {**completion_body(model, prompt, max_tokens, stream=True), **(extra or {})}
-    times: list[float] = []
+    times = [] if times is None else times
     ids: list[int] = []
     sent = time.monotonic()
     try:
