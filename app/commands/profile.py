@@ -3,6 +3,7 @@
     pdroute profile --model qwen3-8b -o profile_data.pt                 # on the GPU, full grid
     pdroute profile --quick --model tiny --device cpu -o profile.json   # seconds on a CPU
     pdroute profile --source aiconfigurator --model Qwen/Qwen3-8B --system h100_sxm -o profile.json
+    pdroute profile --engine-url URL --handoff-url URL2 --quick -o live.json   # a live engine's API
 
 torch, ``profiling`` and aiconfigurator are imported inside ``run`` only, so the service and
 the other subcommands never load them.
@@ -14,6 +15,7 @@ import argparse
 import dataclasses
 from typing import Any
 
+from app.commands import profile_engine
 from app.commands.usage import UsageError
 
 TORCH_DEFAULT_MODEL = "qwen3-8b"
@@ -50,7 +52,9 @@ def register(subparsers: Any) -> None:
         description="Produce a profile (.pt or .json) for `pdroute fit`: measured on this machine "
         "with torch (default) or looked up in NVIDIA's aiconfigurator database.",
     )
-    p.add_argument("--source", choices=("torch", "aiconfigurator"), default="torch")
+    p.add_argument(
+        "--source", choices=("torch", "aiconfigurator", "engine"), help="[torch; engine with --engine-url]"
+    )
     p.add_argument(
         "--model",
         help=f"torch: preset (qwen3-8b, qwen3-0.6b, llama-3.1-8b, tiny) or a config.json path "
@@ -83,13 +87,15 @@ def register(subparsers: Any) -> None:
     a.add_argument("--backend-version", help="engine version in the database [latest]")
     a.add_argument("--transfer", choices=("nvlink", "pcie", "network"), help="KV path [nvlink]")
     a.add_argument("--tp", type=_positive_int, help="tensor parallel size [1]")
+    profile_engine.add_options(p, int_list, _positive_int)
     p.set_defaults(func=run)
 
 
 def _grids(args: argparse.Namespace) -> Any:
     from solver.profile_result import QUICK_GRIDS, ProfileGrids
 
-    base = QUICK_GRIDS if args.quick else ProfileGrids()
+    quick = profile_engine.quick_grids() if args.source == "engine" else QUICK_GRIDS
+    base = quick if args.quick else ProfileGrids()
     fields = (*GRID_OPTIONS, "interference_kv_len", "warmup", "repeats")
     changes = {name: getattr(args, name) for name in fields if getattr(args, name) is not None}
     return dataclasses.replace(base, **changes)
@@ -108,13 +114,22 @@ TORCH_ONLY = (
     "transfer_path",
 )
 AICONFIGURATOR_ONLY = ("system", "backend", "backend_version", "transfer", "tp")
+ENGINE_USES = ("seed", "bandwidth_gbps")  # torch options the live engine source also reads
 
 
 def _check_source_options(args: argparse.Namespace) -> None:
     """Refuse options of the other source rather than silently ignoring them."""
-    other = TORCH_ONLY if args.source == "aiconfigurator" else AICONFIGURATOR_ONLY
+    if args.source is None:
+        args.source = "engine" if args.engine_url is not None else "torch"
+    if args.source == "engine" and args.engine_url is None:
+        raise UsageError("--source engine needs --engine-url")
+    other = {
+        "torch": (*AICONFIGURATOR_ONLY, *profile_engine.LIVE_OPTIONS),
+        "aiconfigurator": (*TORCH_ONLY, *profile_engine.LIVE_OPTIONS),
+        "engine": (*AICONFIGURATOR_ONLY, *(n for n in TORCH_ONLY if n not in ENGINE_USES), "model"),
+    }[args.source]
     wrong = [f"--{n.replace('_', '-')}" for n in other if getattr(args, n) is not None]
-    if args.source == "aiconfigurator" and args.no_cuda_graphs:
+    if args.source != "torch" and args.no_cuda_graphs:
         wrong.append("--no-cuda-graphs")
     if wrong:
         raise UsageError(f"not used by --source {args.source}: {', '.join(wrong)}")
@@ -127,7 +142,9 @@ def _or(value: Any, default: Any) -> Any:
 def run(args: argparse.Namespace) -> int:
     _check_source_options(args)
     grids = _grids(args)
-    if args.source == "aiconfigurator":
+    if args.source == "engine":
+        profile, out = profile_engine.run(args, grids)
+    elif args.source == "aiconfigurator":
         from profiling.io import check_output_path, save_profile
         from profiling.sources.aiconfigurator import profile_from_aiconfigurator
 

@@ -38,19 +38,24 @@ LAYOUTS: dict[str, tuple[EngineSpec, ...]] = {
 LAYOUT_FIXTURES = ("tiny_engine", "pd_pair", "heavy_engine")
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "stops_engine: stops its layout's engines (runs last of its layout)")
+
+
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark this folder's tests ``real_engines`` and group them by the layout they use."""
 
-    def rank(item: pytest.Item) -> int:
+    def rank(item: pytest.Item) -> tuple[int, bool]:
         names = getattr(item, "fixturenames", ())
-        return next((i + 1 for i, f in enumerate(LAYOUT_FIXTURES) if f in names), 0)
+        layout = next((i + 1 for i, f in enumerate(LAYOUT_FIXTURES) if f in names), 0)
+        return layout, item.get_closest_marker("stops_engine") is not None
 
     mine = [item for item in items if HERE in Path(str(item.path)).parents]
     for item in mine:
         item.add_marker(pytest.mark.real_engines)
     order = {id(item): rank(item) for item in mine}
-    items.sort(key=lambda item: order.get(id(item), 0))
+    items.sort(key=lambda item: order.get(id(item), (0, False)))
 
 
 class FleetKeeper:
