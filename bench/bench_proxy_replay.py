@@ -130,16 +130,23 @@ def main() -> int:
     p.add_argument("--model", default="heavy", choices=("tiny", "heavy"))
     p.add_argument("--trace", default="poisson", choices=("poisson", "azure"))
     p.add_argument("--azure-csv", type=Path, default=AZURE_CSV)
-    p.add_argument("--loads", default="0.4,0.9,1.5", help="requests/s, comma-separated")
+    p.add_argument(
+        "--loads",
+        default="auto",
+        help="requests/s, comma-separated; auto: 0.35, 0.7 and 1.05 times one engine's prefill capacity"
+        " (1 / the fitted prefill time of the mean prompt)",
+    )
     p.add_argument("--requests", type=int, default=40)
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--policies", default="pdroute,collocated,disaggregated,threshold,threshold-queue")
     p.add_argument("--prompt-mean", type=float, default=600.0)
-    p.add_argument("--output-mean", type=float, default=32.0)
+    p.add_argument("--output-mean", type=float, default=24.0)
     p.add_argument("--max-prompt", type=int, default=2048)
-    p.add_argument("--max-output", type=int, default=128)
-    p.add_argument("--ttft-slo-ms", type=float, default=1500.0)
-    p.add_argument("--tpot-slo-ms", type=float, default=60.0)
+    p.add_argument("--max-output", type=int, default=64)
+    p.add_argument(
+        "--ttft-slo-ms", type=float, help="default: 4 x the fitted prefill time of the mean prompt"
+    )
+    p.add_argument("--tpot-slo-ms", type=float, help="default: 3 x the fitted decode step at batch 4")
     p.add_argument("--params", type=Path, help="params for pdroute (default: a quick fit of the engines now)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--json", type=Path, help="write every run's figures here")
@@ -165,6 +172,21 @@ def main() -> int:
             params_path.write_text(json.dumps(params_of(fit, kv_bytes, shape.name), indent=1))
         fleet.wipe_kv()
         w = workload(args)
+        qa = json.loads(params_path.read_text())["queue_aware"]
+        prefill_ms = qa["prefill_floor_ms"] + qa["prefill_ms_per_token"] * float(np.mean(w.prompt_len))
+        step_ms = qa["decode_base_ms"] + 4 * qa["decode_ms_per_seq"]
+        if args.ttft_slo_ms is None:
+            args.ttft_slo_ms = round(4 * prefill_ms)
+        if args.tpot_slo_ms is None:
+            args.tpot_slo_ms = round(3 * step_ms, 1)
+        if args.loads == "auto":
+            capacity = 1e3 / prefill_ms
+            args.loads = ",".join(f"{f * capacity:.2f}" for f in (0.35, 0.7, 1.05))
+        print(
+            f"prefill of the mean prompt {prefill_ms:.0f} ms, decode step (B=4) {step_ms:.1f} ms: "
+            f"loads {args.loads} req/s",
+            flush=True,
+        )
         engines = fleet.engines_file(tmp / "engines.json")
         policies = [s.strip() for s in args.policies.split(",") if s.strip()]
         loads = [float(x) for x in args.loads.split(",")]

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("app", "solver", "profiling", "pdroute_core", "pdroute_client")
+PACKAGES = ("app", "solver", "profiling", "pdroute_core", "pdroute_client", "pdroute_proxy")
 
 
 def _module_name(path: Path) -> str:
@@ -86,6 +86,11 @@ def _imported_by(prefix: str, *, top_level_only: bool = False) -> dict[str, set[
         # The service never depends on its client.
         ("app", ("pdroute_client",)),
         ("solver", ("pdroute_client",)),
+        # The proxy builds on the service's pieces; nothing below it knows it.
+        ("pdroute_core", ("pdroute_proxy",)),
+        ("solver", ("pdroute_proxy",)),
+        ("pdroute_client", ("pdroute_proxy",)),
+        ("pdroute_proxy", ("pdroute_client", "profiling")),
         ("solver.sim", ("solver.plan", "solver.plots")),
         ("solver.fit", ("pdroute_core.routing", "solver.sim", "solver.plan")),
         ("solver.fit_queue", ("pdroute_core.routing", "solver.sim", "solver.plan")),
@@ -98,6 +103,15 @@ def test_no_module_imports_what_calls_it(importer: str, forbidden: tuple[str, ..
         for module, imports in _imported_by(importer).items()
     }
     assert {m: v for m, v in bad.items() if v} == {}
+
+
+def test_the_service_loads_the_proxy_only_for_its_command() -> None:
+    bad = {
+        m: sorted(i for i in v if i.startswith("pdroute_proxy"))
+        for m, v in _imported_by("app", top_level_only=True).items()
+    }
+    assert {m: v for m, v in bad.items() if v} == {}
+    assert any(i.startswith("pdroute_proxy") for i in _imported_by("app")["app.commands.proxy"])
 
 
 def test_the_service_imports_no_profiling_code_at_module_level() -> None:
