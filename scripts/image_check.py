@@ -94,6 +94,7 @@ class Container:
     log: Path
     started: float  # time.monotonic() when started
     config: ImageConfig
+    env: dict[str, str]  # the container's environment: the image's plus what ``start`` set
     pid: int = 0  # the service's host PID (PID 1 in its namespace)
 
     @property
@@ -106,7 +107,7 @@ class Container:
         if as_image_user:
             uid, gid = self.config.user.split(":")
             enter += ["-S", uid, "-G", gid]
-        env = [f"{k}={v}" for k, v in self.config.env.items()]
+        env = [f"{k}={v}" for k, v in self.env.items()]
         return subprocess.run(
             [*enter, "/usr/bin/env", "-i", *env, *argv], capture_output=True, text=True, timeout=60
         )
@@ -126,6 +127,7 @@ class Runner:
         inspect = json.loads(self._buildah("inspect", "--type", "image", image))
         self.config = ImageConfig.of(inspect)
         self.running: list[Container] = []
+        self.made: list[str] = []  # buildah working containers, removed by ``stop_all``
 
     def _buildah(self, *args: str) -> str:
         out = subprocess.run([*self.buildah, *args], capture_output=True, text=True, timeout=300)
@@ -135,6 +137,7 @@ class Runner:
 
     def start(self, name: str, env: dict[str, str], params_dir: Path | None) -> Container:
         ctr = self._buildah("from", "--pull=never", "--name", f"pdroute-check-{name}", self.image)
+        self.made.append(ctr)
         root = Path(self._buildah("mount", ctr))
         if params_dir is not None:  # the mount point, as an engine makes it in the writable layer
             (root / PARAMS_MOUNT.lstrip("/")).mkdir(parents=True, exist_ok=True)
@@ -152,16 +155,19 @@ class Runner:
         log = self.work / f"{name}.log"
         with log.open("wb") as out:
             proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
-        c = Container(name, port, proc, log, time.monotonic(), self.config)
+        c = Container(name, port, proc, log, time.monotonic(), self.config, full_env)
         self.running.append(c)
         c.pid = _child_of(proc)
         return c
 
     def stop_all(self) -> None:
+        """Kill what still runs and remove every working container made."""
         for c in self.running:
             if c.proc.poll() is None:
                 c.proc.kill()  # --kill-child takes the service down with it
                 c.proc.wait(timeout=30)
+        for ctr in self.made:
+            subprocess.run([*self.buildah, "rm", ctr], capture_output=True, timeout=300)
 
 
 def free_port() -> int:
