@@ -12,23 +12,28 @@ ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 ARG PYTORCH_IMAGE=pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime
 
 # ---------------------------------------------------------------------------------------
-# build: a virtualenv holding the service's dependencies, then pdroute itself.
+# build: a virtualenv holding the service's dependencies, then pdroute itself. Every package
+# comes from a hash lock (requirements/, refreshed by scripts/lock.sh); pip refuses anything else.
 FROM ${PYTHON_IMAGE} AS build
 ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
-RUN python -m venv /opt/venv
-ENV PATH=/opt/venv/bin:$PATH
+# python3, not python: Debian's own python (a locally built base) has no `python`.
+# /opt/build-tools holds what builds the wheel, so that none of it reaches the service's venv.
+RUN python3 -m venv /opt/venv \
+    && python3 -m venv /opt/build-tools
 WORKDIR /src
-# Dependencies before the source: this layer is rebuilt only when pyproject.toml changes.
-COPY pyproject.toml ./
-RUN python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']))" > /tmp/requirements.txt \
-    && pip install --no-cache-dir -r /tmp/requirements.txt
+# Dependencies before the source: this layer is rebuilt only when a lock changes.
+COPY requirements/service.txt requirements/build.txt ./requirements/
+RUN /opt/venv/bin/pip install --no-cache-dir --require-hashes -r requirements/service.txt \
+    && /opt/build-tools/bin/pip install --no-cache-dir --require-hashes -r requirements/build.txt
+ENV PATH=/opt/venv/bin:$PATH
 # Only what the service imports: no profiling/, so no torch can come in.
-COPY README.md ./
+COPY pyproject.toml README.md ./
 COPY pdroute_core ./pdroute_core
 COPY solver ./solver
 COPY app ./app
-RUN pip install --no-cache-dir --no-deps . \
+RUN /opt/build-tools/bin/pip wheel --no-cache-dir --no-deps --no-build-isolation -w /tmp/dist . \
+    && pip install --no-cache-dir --no-deps /tmp/dist/pdroute-*.whl \
     && python -c "from app.settings import embedded_params_path; from solver.params import load_params; print(load_params(embedded_params_path()).params_id)"
 
 # ---------------------------------------------------------------------------------------

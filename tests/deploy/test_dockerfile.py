@@ -126,23 +126,49 @@ def test_no_torch_and_no_profiling_in_the_service() -> None:
 def test_dependencies_are_installed_before_the_source_is_copied() -> None:
     build = STAGES["build"]
     first_source = next(n for n, i in enumerate(build) if i.keyword == "COPY" and "app" in i.args.split())
-    deps = next(n for n, i in enumerate(build) if i.keyword == "RUN" and "requirements.txt" in i.args)
+    deps = next(n for n, i in enumerate(build) if i.keyword == "RUN" and "requirements/service.txt" in i.args)
     copies_before = [i.args.split()[:-1] for i in build[:deps] if i.keyword == "COPY"]
     assert deps < first_source
-    assert copies_before == [["pyproject.toml"]]
+    assert copies_before == [["requirements/service.txt", "requirements/build.txt"]]
 
 
-def test_requirements_extraction_gives_the_service_dependencies(tmp_path: Path) -> None:
-    """Run the build stage's own requirements command on this pyproject.toml."""
-    line = next(r for r in _run_lines("build") if "tomllib" in r)
-    command = shlex.split(line.split(">")[0])
+def _pip_installs(stage: str) -> list[list[str]]:
+    """The argument lists of every ``pip install`` the stage's RUN lines make."""
+    installs = []
+    for line in _run_lines(stage):
+        for command in line.split("&&"):
+            words = shlex.split(command)
+            if len(words) > 2 and words[0].endswith("pip") and words[1] == "install":
+                installs.append(words[2:])
+    return installs
+
+
+def test_the_service_installs_only_from_the_hash_locks() -> None:
+    """Every pip install of the service's build is a lock with --require-hashes, or pdroute's own
+    wheel alone (--no-deps), built without build isolation by the locked build tools."""
+    installs = _pip_installs("build")
+    locks = sorted(words[words.index("-r") + 1] for words in installs if "-r" in words)
+    assert locks == ["requirements/build.txt", "requirements/service.txt"]
+    for words in installs:
+        if "-r" in words:
+            assert "--require-hashes" in words, words
+        else:
+            assert "--no-deps" in words and words[-1].startswith("/tmp/dist/pdroute-"), words
+    wheel = next(r for r in _run_lines("build") if "pip wheel" in r)
+    assert "--no-build-isolation" in wheel and wheel.startswith("/opt/build-tools/bin/pip wheel")
+    assert not [i for i in STAGES["service"] if i.keyword == "RUN" and "pip" in i.args]
+
+
+def test_profiler_requirements_extraction_gives_its_dependencies(tmp_path: Path) -> None:
+    """Run the profiler stage's own requirements command on this pyproject.toml."""
+    line = next(r for r in _run_lines("profiler") if "tomllib" in r)
+    command = shlex.split(line.split("&&")[1].split(">")[0])
     assert command[:2] == ["python", "-c"]
     shutil.copy(ROOT / "pyproject.toml", tmp_path)
     out = subprocess.run([sys.executable, "-c", command[2]], cwd=tmp_path, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
-    expected = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
-    assert out.stdout.split() == expected
-    assert not [r for r in expected if r.lower().startswith("torch")]
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert out.stdout.split() == project["dependencies"] + project["optional-dependencies"]["profiling"]
 
 
 def _ignored(rel: str, patterns: list[str]) -> bool:
@@ -205,6 +231,7 @@ def test_service_wheel_embeds_the_default_params(tmp_path: Path) -> None:
                 if src.is_dir():
                     shutil.copytree(src, context / source, ignore=shutil.ignore_patterns("__pycache__"))
                 else:
+                    (context / source).parent.mkdir(parents=True, exist_ok=True)
                     shutil.copy(src, context / source)
     out = subprocess.run(
         [
