@@ -31,6 +31,7 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from bench.bench_route import parse_wrk
+from solver.errors import InvalidParams
 from solver.params import load_params
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -39,23 +40,35 @@ PARAMS_MOUNT = "/etc/pdroute/params"
 ROUTE_BODY = {"prompt_len": 2048, "predicted_output_len": 200, "system_load": 48, "decode_batch_size": 8}
 
 # Runs inside the new namespaces: the mounts a container engine would make, then the image's
-# command as its user. Arguments: rootfs mount point, image root, params dir ('' for none), uid:gid.
+# command as its user. Arguments: rootfs mount point, image root, uid:gid, then a triple for each
+# volume (host path, path inside, ro or rw), then "--" and the command.
 RUNNER = r"""
 set -eu
-rt=$1 root=$2 params=$3 user=$4
-shift 4
+rt=$1 root=$2 user=$3
+shift 3
 mount --bind "$root" "$rt"
 mount -o remount,bind,ro,nosuid,nodev "$rt"
 mount -t proc -o nosuid,nodev,noexec proc "$rt/proc"
 mount -t tmpfs -o nosuid,nodev,mode=1777,size=64m tmpfs "$rt/tmp"
 mount -t tmpfs -o nosuid,noexec,mode=755,size=64k tmpfs "$rt/dev"
 for d in null zero full random urandom; do : > "$rt/dev/$d"; mount --bind "/dev/$d" "$rt/dev/$d"; done
-if [ -n "$params" ]; then
-  mount --bind "$params" "$rt/etc/pdroute/params"
-  mount -o remount,bind,ro "$rt/etc/pdroute/params"
-fi
+while [ "$1" != -- ]; do
+  mount --bind "$1" "$rt$2"
+  if [ "$3" = ro ]; then mount -o remount,bind,ro "$rt$2"; fi
+  shift 3
+done
+shift
 exec chroot --userspec="$user" "$rt" "$@"
 """
+
+
+@dataclass(frozen=True)
+class Volume:
+    """A host directory bind-mounted into the container, as ``-v host:inside[:ro]``."""
+
+    host: Path
+    inside: str
+    writable: bool = False
 
 
 class CheckFailed(Exception):
@@ -71,17 +84,22 @@ class ImageConfig:
     env: dict[str, str]
     user: str
     workdir: str
-    healthcheck: list[str]  # the command after HEALTHCHECK's "CMD"
+    healthcheck: list[str]  # the command after HEALTHCHECK's "CMD"; [] without an exec-form one
 
     @classmethod
     def of(cls, inspect: dict[str, Any]) -> ImageConfig:
         oci = inspect["OCIv1"]["config"]
         health = (inspect.get("Docker", {}).get("config", {}) or {}).get("Healthcheck") or {}
         test = health.get("Test") or []
-        if not test or test[0] != "CMD":
-            raise CheckFailed(f"the image has no exec-form HEALTHCHECK (got {test!r})")
         env = dict(item.split("=", 1) for item in oci.get("Env", []))
-        return cls(oci["Entrypoint"], oci.get("Cmd") or [], env, oci["User"], oci["WorkingDir"], test[1:])
+        return cls(
+            oci["Entrypoint"],
+            oci.get("Cmd") or [],
+            env,
+            oci["User"],
+            oci["WorkingDir"],
+            test[1:] if test[:1] == ["CMD"] else [],
+        )
 
 
 @dataclass
@@ -135,22 +153,26 @@ class Runner:
             raise CheckFailed(f"buildah {args[0]} failed: {out.stderr.strip().splitlines()[-1:]}")
         return out.stdout.strip()
 
-    def start(self, name: str, env: dict[str, str], params_dir: Path | None) -> Container:
+    def start(
+        self, name: str, env: dict[str, str], volumes: list[Volume], command: list[str] | None = None
+    ) -> Container:
+        """Start a container; ``command`` replaces the image's entrypoint and command."""
         ctr = self._buildah("from", "--pull=never", "--name", f"pdroute-check-{name}", self.image)
         self.made.append(ctr)
         root = Path(self._buildah("mount", ctr))
-        if params_dir is not None:  # the mount point, as an engine makes it in the writable layer
-            (root / PARAMS_MOUNT.lstrip("/")).mkdir(parents=True, exist_ok=True)
+        for v in volumes:  # the mount points, as an engine makes them in the writable layer
+            (root / v.inside.lstrip("/")).mkdir(parents=True, exist_ok=True)
         rt = self.work / f"rootfs-{name}"
         rt.mkdir()
         port = free_port()
         full_env = {**self.config.env, "PDROUTE_PORT": str(port), **env}
         argv = [
             "unshare", "--mount", "--pid", "--fork", "--kill-child",
-            "sh", "-c", RUNNER, "runner", str(rt), str(root), str(params_dir or ""), self.config.user,
+            "sh", "-c", RUNNER, "runner", str(rt), str(root), self.config.user,
+            *[x for v in volumes for x in (str(v.host), v.inside, "rw" if v.writable else "ro")], "--",
             "/usr/bin/env", "-i", "-C", self.config.workdir,
             *[f"{k}={v}" for k, v in full_env.items()],
-            *self.config.entrypoint, *self.config.cmd,
+            *(command or [*self.config.entrypoint, *self.config.cmd]),
         ]  # fmt: skip
         log = self.work / f"{name}.log"
         with log.open("wb") as out:
@@ -319,6 +341,7 @@ def under_load(c: Container, seconds: float) -> tuple[float, float]:
 def run_checks(runner: Runner, work: Path, load_s: float) -> dict[str, str]:
     figures: dict[str, str] = {}
     user = runner.config.user
+    expect(bool(runner.config.healthcheck), "the image has no exec-form HEALTHCHECK")
     good = ROOT / "solver/data/params/qwen3-8b_h200_sxm_vllm_nvlink.json"
     good_id = load_params(good).params_id
     embedded_id = load_params(ROOT / "solver/data/params/default.json").params_id
@@ -330,7 +353,7 @@ def run_checks(runner: Runner, work: Path, load_s: float) -> dict[str, str]:
     mounted.mkdir()
     shutil.copy(good, mounted / "params.json")
     env = {"PDROUTE_PARAMS_PATH": f"{PARAMS_MOUNT}/params.json"}
-    c = runner.start("mounted", env, mounted)
+    c = runner.start("mounted", env, [Volume(mounted, PARAMS_MOUNT)])
     figures["ready_s"] = f"{wait_ready(c):.2f}"
     uid, gid = user.split(":")
     expect(proc_status(c.pid, "Uid") == [uid] * 4, f"mounted: uids {proc_status(c.pid, 'Uid')}, not {uid}")
@@ -366,7 +389,7 @@ def run_checks(runner: Runner, work: Path, load_s: float) -> dict[str, str]:
     figures["stop_s"] = f"{stop(c):.2f}"
 
     # 2. No params file: the embedded default.
-    c = runner.start("embedded", {}, None)
+    c = runner.start("embedded", {}, [])
     wait_ready(c)
     expect(served_id(c)["params_id"] == embedded_id, "embedded: not the embedded default params")
     check_route(c, ROOT / "solver/data/params/default.json")
@@ -376,7 +399,7 @@ def run_checks(runner: Runner, work: Path, load_s: float) -> dict[str, str]:
     bad = work / "bad"
     bad.mkdir()
     (bad / "params.json").write_text("{not json")
-    c = runner.start("bad", env, bad)
+    c = runner.start("bad", env, [Volume(bad, PARAMS_MOUNT)])
     try:
         code = c.proc.wait(timeout=120)
     except subprocess.TimeoutExpired:
@@ -387,21 +410,53 @@ def run_checks(runner: Runner, work: Path, load_s: float) -> dict[str, str]:
     return figures
 
 
+def wait_exit(c: Container, timeout_s: float) -> int:
+    try:
+        return c.proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        raise CheckFailed(f"{c.name}: still running after {timeout_s:g} s: {c.log_tail()}") from None
+
+
+def run_profiler_checks(runner: Runner, work: Path) -> dict[str, str]:
+    """``pdroute profile --help``, then the entry point (profile, fit) on a tiny model on the CPU,
+    as uid 10001 on a read-only root, writing into a mounted ``/work``."""
+    c = runner.start("help", {}, [], ["pdroute", "profile", "--help"])
+    code = wait_exit(c, 300)
+    expect(
+        code == 0 and "usage: pdroute profile" in c.log.read_text(), f"help: status {code}: {c.log_tail()}"
+    )
+    out = work / "out"
+    out.mkdir()
+    uid, gid = (int(x) for x in runner.config.user.split(":"))
+    os.chown(out, uid, gid)
+    args = "--model tiny --device cpu --quick --no-progress --src-gpu 0 --dst-gpu 0"
+    c = runner.start("profile", {"PDROUTE_PROFILE_ARGS": args}, [Volume(out, "/work", writable=True)])
+    code = wait_exit(c, 1200)
+    expect(code == 0, f"profile: exit status {code}: {c.log_tail()}")
+    params = load_params(out / "params.json")  # raises InvalidParams on a bad file
+    expect("params.json" in c.log_tail(), f"profile: {c.log_tail()}")
+    return {"profile_s": f"{time.monotonic() - c.started:.1f}", "params_id": params.params_id}
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--image", required=True)
     p.add_argument("--work", type=Path, required=True, help="an empty scratch directory")
     p.add_argument("--load-s", type=float, default=10, help="seconds of wrk load (0: none)")
+    p.add_argument("--target", choices=("service", "profiler"), default="service")
     p.add_argument("buildah", nargs="+", help="the buildah command with its storage options")
     args = p.parse_args(argv)
-    if args.load_s > 0 and shutil.which("wrk") is None:
+    if args.target == "service" and args.load_s > 0 and shutil.which("wrk") is None:
         print("image_check: wrk not installed (scripts/system-deps.sh); use --load-s 0", file=sys.stderr)
         return 1
     runner: Runner | None = None
     try:
         runner = Runner(args.buildah, args.image, args.work)
-        figures = run_checks(runner, args.work, args.load_s)
-    except (CheckFailed, httpx.HTTPError, subprocess.SubprocessError, OSError) as exc:
+        if args.target == "service":
+            figures = run_checks(runner, args.work, args.load_s)
+        else:
+            figures = run_profiler_checks(runner, args.work)
+    except (CheckFailed, InvalidParams, httpx.HTTPError, subprocess.SubprocessError, OSError) as exc:
         print(f"image_check: {exc}", file=sys.stderr)
         return 1
     finally:
