@@ -36,6 +36,7 @@ from solver.params import load_params
 
 ROOT = Path(__file__).resolve().parents[1]
 PARAMS_MOUNT = "/etc/pdroute/params"
+IMAGE_USER = "10001:10001"  # the Dockerfile's USER; the Kubernetes manifests' runAsUser and runAsGroup
 # A request whose answer differs between the two params files the check uses.
 ROUTE_BODY = {"prompt_len": 2048, "predicted_output_len": 200, "system_load": 48, "decode_batch_size": 8}
 
@@ -131,8 +132,7 @@ class Container:
         )
 
     def log_tail(self) -> str:
-        lines = self.log.read_text(errors="replace").strip().splitlines()
-        return lines[-1] if lines else "(no output)"
+        return last_line(self.log.read_text(errors="replace"))
 
 
 class Runner:
@@ -240,6 +240,11 @@ def metric(text: str, name: str, **labels: str) -> float:
     return total
 
 
+def last_line(text: str) -> str:
+    lines = text.strip().splitlines()
+    return lines[-1] if lines else "(no output)"
+
+
 def expect(ok: bool, message: str) -> None:
     if not ok:
         raise CheckFailed(message)
@@ -341,6 +346,7 @@ def under_load(c: Container, seconds: float) -> tuple[float, float]:
 def run_checks(runner: Runner, work: Path, load_s: float) -> dict[str, str]:
     figures: dict[str, str] = {}
     user = runner.config.user
+    expect(user == IMAGE_USER, f"the image runs as {user!r}, not {IMAGE_USER}")
     expect(bool(runner.config.healthcheck), "the image has no exec-form HEALTHCHECK")
     good = ROOT / "solver/data/params/qwen3-8b_h200_sxm_vllm_nvlink.json"
     good_id = load_params(good).params_id
@@ -371,7 +377,7 @@ def run_checks(runner: Runner, work: Path, load_s: float) -> dict[str, str]:
     )
     expect(metric(metrics, "pdroute_params_info", params_id=good_id) == 1, "mounted: pdroute_params_info")
     health = c.exec(runner.config.healthcheck, as_image_user=True)
-    expect(health.returncode == 0, f"mounted: HEALTHCHECK failed: {health.stderr.strip()[-200:]}")
+    expect(health.returncode == 0, f"mounted: HEALTHCHECK failed: {last_line(health.stderr)}")
     figures["rss_idle_mib"] = f"{rss_mib(c.pid):.1f}"
     if load_s > 0:
         rps, peak = under_load(c, load_s)
@@ -427,6 +433,7 @@ def run_profiler_checks(runner: Runner, work: Path) -> dict[str, str]:
     )
     out = work / "out"
     out.mkdir()
+    expect(runner.config.user == IMAGE_USER, f"the image runs as {runner.config.user!r}, not {IMAGE_USER}")
     uid, gid = (int(x) for x in runner.config.user.split(":"))
     os.chown(out, uid, gid)
     args = "--model tiny --device cpu --quick --no-progress --src-gpu 0 --dst-gpu 0"
