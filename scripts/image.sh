@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build an image from the Dockerfile with buildah, run it as an operator would and check it
 # (scripts/image_check.py), then remove everything it made. As root on Debian or Ubuntu (installs
-# buildah and mmdebstrap with apt when missing).
+# buildah, mmdebstrap and wrk with apt when missing).
 #
 #   scripts/image.sh [service]   the service: /readyz, /route, /metrics, a read-only mounted params
 #                                file, a bad one, uid 10001 on a read-only root, the HEALTHCHECK, SIGTERM
@@ -35,6 +35,7 @@ case "$target" in service | profiler) ;; *) fail "unknown target '$target' (serv
 need=()
 command -v buildah >/dev/null 2>&1 || need+=(buildah)
 [ -n "${PDROUTE_PYTHON_IMAGE:-}" ] || command -v mmdebstrap >/dev/null 2>&1 || need+=(mmdebstrap)
+[ "$target" != service ] || [ "${PDROUTE_IMAGE_LOAD_S:-10}" = 0 ] || command -v wrk >/dev/null 2>&1 || need+=(wrk)
 if [ ${#need[@]} -gt 0 ]; then
   command -v apt-get >/dev/null 2>&1 || fail "needs ${need[*]} and has no apt-get to install them"
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}") \
