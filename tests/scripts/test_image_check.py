@@ -1,6 +1,6 @@
-"""scripts/image_check.py's parts that need no image: the image config it reads, the metric
-reader, the container runner's mounts (on this machine's own root, in a private mount
-namespace), and scripts/image.sh's argument check. The whole is run by scripts/image.sh."""
+"""scripts/image_check.py and scripts/image_runner.py, the parts that need no image: the image
+config read, the metric reader, the runner's mounts (on this machine's own root, in a private
+mount namespace), and scripts/image.sh's argument check. scripts/image.sh runs the whole."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from scripts.image_check import RUNNER, CheckFailed, ImageConfig, expect, last_line, metric
+from scripts.image_check import expect, metric
+from scripts.image_runner import RUNNER, CheckFailed, ImageConfig, last_line
 
 ROOT = Path(__file__).resolve().parents[2]
 
