@@ -25,7 +25,8 @@ API::
 - ``ModelShape`` / ``TINY`` (256 x 2 layers) / ``HEAVY`` (1024 x 8) / ``shape_named``;
   ``write_model(shape, root)`` writes the model folder.
 - ``EngineSpec(name, model, core, role="collocated" | "prefill" | "decode", kv_cache_bytes,
-  max_num_batched_tokens, max_num_seqs, enable_prefix_caching, extra_args, env)``; every
+  max_num_batched_tokens, max_num_seqs, enable_prefix_caching, dtype, extra_args, env)``;
+  ``dtype`` None: bfloat16 where the CPU has native bf16, else float32 (``default_dtype``); every
   engine gets an explicit KV size; ``BLOCK_SIZE`` is 32 tokens.
 - ``Engine``: ``url``, ``metrics_url``, ``pid`` (= its process group), ``log_path``,
   ``is_running()``, ``is_healthy()``, ``log_tail()``, ``stop()``.

@@ -33,6 +33,20 @@ BLOCK_SIZE = 32  # tokens per KV block
 PREFILL_BUDGET_TOKENS = 4096  # a prefill engine's token budget (one step per prompt)
 
 
+def default_dtype(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
+    """bfloat16 where the CPU has native bf16 (AVX-512 BF16 or AMX), float32 elsewhere.
+
+    On an AVX2-only CPU vLLM's bfloat16 decode GEMMs take a slow path: a decode step of the
+    heavy model took over a minute on a loaded 2-core AMD EPYC, against a third of a second
+    in float32.
+    """
+    try:
+        flags = set(cpuinfo.read_text().split())
+    except OSError:
+        return "bfloat16"
+    return "bfloat16" if flags & {"avx512_bf16", "amx_bf16"} else "float32"
+
+
 class EngineStartError(RuntimeError):
     """An engine exited or did not become healthy in time; the message ends with its log's tail."""
 
@@ -49,8 +63,18 @@ class EngineSpec:
     max_num_batched_tokens: int | None = None  # token budget per step [vLLM's default; prefill: 4096]
     max_num_seqs: int | None = None  # running requests at most [vLLM's default]
     enable_prefix_caching: bool = True
+    dtype: str | None = None  # None: default_dtype() of this CPU
     extra_args: tuple[str, ...] = ()  # more `vllm serve` flags
     env: tuple[tuple[str, str], ...] = field(default=())  # more environment variables
+
+    @property
+    def resolved_dtype(self) -> str:
+        return self.dtype or default_dtype()
+
+    @property
+    def kv_bytes_per_token(self) -> int:
+        """KV-cache bytes per token of this engine (its KV cache takes the model's dtype)."""
+        return self.model.kv_bytes_per_token_of(4 if self.resolved_dtype == "float32" else 2)
 
     def __post_init__(self) -> None:
         if self.role not in ROLES:
@@ -68,7 +92,7 @@ def command(spec: EngineSpec, python: Path, model_dir: Path, port: int, kv_dir: 
         "--served-model-name", spec.model.name,
         "--host", "127.0.0.1", "--port", str(port),
         "--load-format", "dummy", "--skip-tokenizer-init", "--enforce-eager",
-        "--dtype", "bfloat16", "--block-size", str(BLOCK_SIZE),
+        "--dtype", spec.resolved_dtype, "--block-size", str(BLOCK_SIZE),
         "--kv-cache-memory-bytes", str(spec.kv_cache_bytes),
         "--max-model-len", str(spec.model.max_position_embeddings),
     ]  # fmt: skip

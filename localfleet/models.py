@@ -35,10 +35,9 @@ class ModelShape:
     def head_dim(self) -> int:
         return self.hidden_size // self.num_heads
 
-    @property
-    def kv_bytes_per_token(self) -> int:
-        """KV-cache bytes per token in bfloat16: K and V, every layer, every KV head."""
-        return 2 * self.num_layers * self.num_kv_heads * self.head_dim * 2
+    def kv_bytes_per_token_of(self, dtype_bytes: int) -> int:
+        """KV-cache bytes per token at ``dtype_bytes`` per element (2: bfloat16, 4: float32)."""
+        return 2 * self.num_layers * self.num_kv_heads * self.head_dim * dtype_bytes
 
     def config_json(self) -> dict[str, Any]:
         return {

@@ -54,4 +54,16 @@ def run(args: argparse.Namespace, grids: Any) -> tuple[Any, Any]:
     )
     profile = profile_live_engine(req)
     save_profile(profile, out)
+    print_interference(profile.provenance.get("interference_slowdown", {}))
     return profile, out
+
+
+def print_interference(rows: dict[str, Any]) -> None:
+    """The running decodes' step beside a prompt of each length, against their step without it."""
+    print("interference: prompt tokens, decodes, decode step alone (ms), beside the prompt (ms), slowdown")
+    for row in rows.values():
+        step, base = row["step_ms"], row["baseline_ms"]
+        print(
+            f"  {row['prompt_tokens']:>6} {row['decode_batch']:>4} {base:>10.1f} {step:>10.1f}"
+            f"   x{step / base:.1f} (x{row['window_slowdown']:.1f} over the prefill)"
+        )

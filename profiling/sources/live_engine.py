@@ -36,19 +36,20 @@ from profiling.sources.live_measure import (
 )
 from solver.profile_result import ProfileGrids, ProfileResult
 
-# Sized for the CPU engines of the laptop fleet (a few minutes on the 1024 x 8 model); a GPU
-# fleet takes the design's full grids (ProfileGrids()) and longer hand-offs.
+# Sized for the CPU engines of the laptop fleet: about 6 minutes on the 1024 x 8 model in float32
+# on a heavily loaded 2-core machine (docs/local-fleet.md); a GPU fleet takes the design's full
+# grids (ProfileGrids()) and longer hand-offs.
 LIVE_QUICK_GRIDS = ProfileGrids(
-    prompt_lens=(128, 256, 512, 1024, 2048),
-    kv_lens=(128, 512, 1024),
-    batch_sizes=(1, 2, 4, 8),
-    chunk_sizes=(256, 512, 1024, 2048),
-    decode_batches=(2, 6),
-    interference_kv_len=256,
+    prompt_lens=(128, 256, 512, 1024),
+    kv_lens=(128, 512),
+    batch_sizes=(1, 2, 4),
+    chunk_sizes=(256, 1024, 2000),
+    decode_batches=(6,),
+    interference_kv_len=64,
     warmup=1,
-    repeats=3,
+    repeats=2,
 )
-HANDOFF_LENS = (512, 1024, 2048)
+HANDOFF_LENS = (256, 1024)
 
 
 @dataclass(frozen=True)

@@ -22,8 +22,8 @@ def test_a_long_collocated_prefill_slows_the_running_decodes(heavy_engine: Engin
     async def measure(client: httpx.AsyncClient) -> tuple[float, float]:
         info = await discover(client, heavy_engine.url)
         engine = Measured(client, info.url, info.model, 32000, info.max_model_len or 4096, random.Random(5))
-        short = await interference_samples(engine, 64, 6, 256, 3, lambda: None)
-        long = await interference_samples(engine, 2000, 6, 256, 3, lambda: None)
+        short = await interference_samples(engine, 64, 6, 64, 2, lambda: None)
+        long = await interference_samples(engine, 2000, 6, 64, 2, lambda: None)
         ratio = statistics.median(s.mixed_ms / s.baseline_ms for s in long)
         short_ratio = statistics.median(s.mixed_ms / s.baseline_ms for s in short)
         return ratio, short_ratio

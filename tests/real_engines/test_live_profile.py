@@ -46,7 +46,7 @@ def test_profile_of_the_live_pair_is_written_and_fitted(
     assert sorted(profile.T_decode) == [(kv, b) for kv in (32, 128) for b in (1, 2, 4)]
     assert sorted(profile.T_interference) == [(c, b) for c in (64, 512) for b in (2, 3)]
     assert all(len(profile.samples[f"prefill/{n}"]) == 3 for n in (32, 64, 128, 256))
-    assert profile.bytes_per_token == p0.spec.model.kv_bytes_per_token
+    assert profile.bytes_per_token == p0.spec.kv_bytes_per_token
     assert profile.p2p_bandwidth_GBps > 0
     prov = profile.provenance
     assert prov["source"] == "live-engine"

@@ -76,4 +76,4 @@ def test_discover_reads_the_model_version_and_cache_config(tiny_engine: Engine) 
     assert info.version == "0.32.0"
     assert info.block_size == BLOCK_SIZE
     assert info.cache_config["kv_cache_memory_bytes"] == str(tiny_engine.spec.kv_cache_bytes)
-    assert info.kv_bytes_per_token == tiny_engine.spec.model.kv_bytes_per_token
+    assert info.kv_bytes_per_token == tiny_engine.spec.kv_bytes_per_token
