@@ -88,6 +88,7 @@ class Decider:
         self.monotonic = monotonic
         self.calibration = calibration
         self.output_learning = output_learning
+        self.output_defaults = settings.output_len_defaults()  # parsed once
         self.rule: Policy | None = None
         if settings.policy != "pdroute":
             self.rule = make_policy(
@@ -99,11 +100,7 @@ class Decider:
     def predicted_output_len(self, prompt_len: int, max_tokens: int, is_exact: bool) -> tuple[int, int]:
         """(told, corrected): ``max_tokens`` when exact (``ignore_eos``), else capped by the
         default table; then corrected by the output-length learner when it is on."""
-        told = (
-            max_tokens
-            if is_exact
-            else min(max_tokens, self.settings.output_len_defaults().for_prompt(prompt_len))
-        )
+        told = max_tokens if is_exact else min(max_tokens, self.output_defaults.for_prompt(prompt_len))
         if self.output_learning is None:
             return told, told
         return told, self.output_learning.snapshot.corrected(prompt_len, told)

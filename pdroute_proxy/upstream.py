@@ -95,12 +95,14 @@ async def stream(
                 raise UpstreamError(
                     cause, f"HTTP {response.status_code}", response.status_code, b"".join(chunks)
                 )
-            async for line in response.aiter_lines():
-                if not line.startswith("data:"):
+            is_done = False
+            async for line in response.aiter_lines():  # read to the end: the connection is then reused
+                if is_done or not line.startswith("data:"):
                     continue
                 data = line[5:].strip()
                 if data == "[DONE]":
-                    return
+                    is_done = True
+                    continue
                 try:
                     parsed = orjson.loads(data)
                 except orjson.JSONDecodeError:
@@ -114,7 +116,8 @@ async def stream(
         raise
     except httpx.TransportError as exc:
         raise _transport_error(exc) from None
-    raise UpstreamError("closed", "the stream ended without [DONE]")
+    if not is_done:
+        raise UpstreamError("closed", "the stream ended without [DONE]")
 
 
 async def post_json(
