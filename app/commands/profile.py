@@ -86,7 +86,9 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=run)
 
 
-def _grids(args: argparse.Namespace) -> Any:
+def grids_from_args(args: argparse.Namespace) -> Any:
+    """The ``ProfileGrids`` of the command line: the default (or ``--quick``) grids, each option
+    replacing its grid."""
     from solver.profile_result import QUICK_GRIDS, ProfileGrids
 
     base = QUICK_GRIDS if args.quick else ProfileGrids()
@@ -126,7 +128,7 @@ def _or(value: Any, default: Any) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     _check_source_options(args)
-    grids = _grids(args)
+    grids = grids_from_args(args)
     if args.source == "aiconfigurator":
         from profiling.io import check_output_path, save_profile
         from profiling.sources.aiconfigurator import profile_from_aiconfigurator
