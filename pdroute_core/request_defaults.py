@@ -17,8 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from pdroute_core.frozen import from_fields
 from pdroute_core.output_defaults import OutputLenDefaults
-from pdroute_core.records import from_fields
 from pdroute_core.route_fields import DESIGN_INPUTS, FIELD_NAMES, FIELDS
 from pdroute_core.routing.types import RouteInputs
 

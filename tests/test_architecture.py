@@ -186,8 +186,49 @@ def test_no_module_reads_another_modules_private_attributes() -> None:
     assert [hit for path in paths for hit in _private_reads(path)] == []
 
 
+def _private_imports(path: Path, root: Path = ROOT) -> list[str]:
+    """``from m import _name``: another module's private name imported."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    return [
+        f"{path.relative_to(root)}:{node.lineno}: from {node.module} import {alias.name}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+        if alias.name.startswith("_") and not alias.name.startswith("__")
+    ]
+
+
+def test_no_module_imports_another_modules_private_names() -> None:
+    # Shared test helpers live in tests/factories.py (or a conftest) under public names.
+    paths = [p for top in _CHECKED_FOR_PRIVATES for p in sorted((ROOT / top).rglob("*.py"))]
+    assert [hit for path in paths for hit in _private_imports(path)] == []
+
+
+def _defined_names(tree: ast.AST) -> set[str]:
+    return {n.name for n in ast.walk(tree) if isinstance(n, ast.ClassDef | ast.FunctionDef)}
+
+
+def test_errors_are_imported_from_the_module_that_defines_them() -> None:
+    # An exception class is named once: no module passes on an error it imports (a package's
+    # __init__ exporting its own modules' names aside).
+    bad = []
+    for name, tree in MODULES.items():
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.ImportFrom) or node.module not in MODULES or node.level:
+                continue
+            source = MODULES[node.module]
+            is_package = (ROOT / node.module.replace(".", "/") / "__init__.py").exists()
+            for alias in node.names:
+                is_error = alias.name.endswith("Error") or alias.name.startswith("Invalid")
+                if is_error and not is_package and alias.name not in _defined_names(source):
+                    bad.append(f"{name}: from {node.module} import {alias.name}")
+    assert bad == []
+
+
 def test_the_private_attribute_check_sees_a_read(tmp_path: Path) -> None:
     module = tmp_path / "probe.py"
     own = "class A:\n    _own = 1\n\n    def f(self) -> int:\n        return A._own + self._own\n"
     module.write_text("import os\n\nX = os._exit\n\n\n" + own)
     assert _private_reads(module, tmp_path) == ["probe.py:3: os._exit"]
+    module.write_text("from os import _exit, __name__\n")
+    assert _private_imports(module, tmp_path) == ["probe.py:1: from os import _exit"]

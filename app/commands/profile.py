@@ -145,8 +145,8 @@ def run(args: argparse.Namespace) -> int:
         )
         save_profile(profile, out)
     else:
-        from profiling.bench import run_full_profile
         from profiling.io import check_output_path
+        from profiling.measure import run_full_profile
 
         out = check_output_path(args.output)
         profile = run_full_profile(

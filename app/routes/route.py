@@ -34,9 +34,9 @@ from app.params_store import ParamsStore
 from app.route_codec import encoder_for
 from app.schemas import ErrorResponse, RouteBatchRequest, RouteBatchResponse, RouteRequest, RouteResponse
 from app.settings import Settings
+from pdroute_core.errors import PdrouteError
 from pdroute_core.request_defaults import RouteDefaults, route_inputs
 from pdroute_core.routing import DecisionModel, QueueAwareModel, RouteColumns, RouteInputs
-from solver.errors import PdrouteError
 
 JSON = "application/json"
 # The raw model's terms shown beside a calibrated answer.
@@ -108,9 +108,6 @@ class RouteEndpoint:
         self.max_batch = settings.max_batch_requests
         self.path = "/route/batch" if batch else "/route"
         self.answer = self._answer_batch if batch else self._answer
-        # The request model's own validator: what model_validate_json calls, without its
-        # keyword handling (a fifth of the parse of a /route body).
-        self._parse = RouteRequest.__pydantic_validator__.validate_json
 
     def respond(self, raw: bytes, scope: Scope) -> Answer:
         """The answer to one request body: 200 with the decision, or the 4xx of bad input."""
@@ -124,7 +121,7 @@ class RouteEndpoint:
         return 200, [_JSON_HEADER, (b"content-length", str(len(body)).encode())], body
 
     def _answer(self, raw: bytes, scope: Scope) -> bytes:
-        req: RouteRequest = self._parse(raw)
+        req = RouteRequest.model_validate_json(raw)
         if req.request_id is not None:
             scope[SCOPE_KEY] = req.request_id  # an error answer from here on carries it
         snapshot = self.store.current
@@ -158,17 +155,16 @@ class RouteEndpoint:
         served = cal.model_for(params_id, model)
         b = served.decide(inputs)
         self.record(b, inputs)
-        body = encoder_for(type(b)).encode(b, served.name, params_id, req.request_id, sources)
-        if not isinstance(model, QueueAwareModel):
-            return body  # only the queue-aware model is calibrated
-        raw = b if served is model else model.decide(inputs)
-        if req.request_id is not None:
-            cal.remember(req.request_id, inputs, b.decision, b.chosen_ttft_ms, b.chosen_e2e_ms)
-        section = {
-            "corrections": cal.corrections.as_dict(),
-            "raw": {name: getattr(raw, name) for name in RAW_TERMS},
-        }
-        return body[:-1] + b',"calibration":' + dumps(section) + b"}"
+        answer = encoder_for(type(b)).to_dict(b, served.name, params_id, req.request_id, sources)
+        if isinstance(model, QueueAwareModel):  # only the queue-aware model is calibrated
+            raw = b if served is model else model.decide(inputs)
+            if req.request_id is not None:
+                cal.remember(req.request_id, inputs, b.decision, b.chosen_ttft_ms, b.chosen_e2e_ms)
+            answer["calibration"] = {
+                "corrections": cal.corrections.as_dict(),
+                "raw": {name: getattr(raw, name) for name in RAW_TERMS},
+            }
+        return dumps(answer)
 
     def _answer_batch(self, raw: bytes, scope: Scope) -> bytes:
         reqs = RouteBatchRequest.model_validate_json(raw).requests

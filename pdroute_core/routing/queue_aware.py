@@ -107,9 +107,14 @@ from typing import Generic, NamedTuple, TypeVar
 
 import numpy as np
 
+from pdroute_core.frozen import from_fields
 from pdroute_core.params import CostModelParams
-from pdroute_core.records import from_fields
-from pdroute_core.routing.queue_aware_breakdown import FLOAT_TERMS, QueueAwareBatch, QueueAwareBreakdown
+from pdroute_core.routing.queue_aware_breakdown import (
+    BREAKDOWN_FIELDS,
+    FLOAT_TERMS,
+    QueueAwareBatch,
+    QueueAwareBreakdown,
+)
 from pdroute_core.routing.queue_aware_forms import QueueAwareForms, TpotTerms
 from pdroute_core.routing.queue_aware_reasons import (
     COMPONENT_REASON,
@@ -168,6 +173,28 @@ def _pressure(predicted_ms: float, target_ms: float) -> float:
 def _pressure_many(predicted_ms: FloatArray, target_ms: FloatArray) -> FloatArray:
     """``_pressure`` of each element."""
     return np.where(target_ms == math.inf, 1.0, np.minimum(1.0, predicted_ms / target_ms))
+
+
+def _terms(col: Collocated[V], dis: Disaggregated[V], harm: tuple[V, V], cost: tuple[V, V]) -> dict[str, V]:
+    """The float terms of a breakdown (``FLOAT_TERMS``) from both paths, their harms and costs."""
+    return {
+        "t_collocated_ms": col.e2e,
+        "t_disaggregated_ms": dis.e2e,
+        "ttft_collocated_ms": col.ttft,
+        "ttft_disaggregated_ms": dis.ttft,
+        "tpot_collocated_ms": col.tpot.tpot,
+        "tpot_disaggregated_ms": dis.tpot.tpot,
+        "local_backlog_ms": col.backlog,
+        "local_prefill_ms": col.own,
+        "chunk_steps": col.n,
+        "prefill_wait_ms": dis.wait,
+        "prefill_ms": dis.prefill,
+        "transfer_ms": dis.transfer,
+        "harm_collocated_ms": harm[0],
+        "harm_disaggregated_ms": harm[1],
+        "cost_collocated_ms": cost[0],
+        "cost_disaggregated_ms": cost[1],
+    }
 
 
 class QueueAwareModel:
@@ -374,33 +401,16 @@ class QueueAwareModel:
             budget_c = B * (col.u * col.chunk / (c * D) + slower) / tpot_slo
             budget_d = q * dis.prefill / (G * ttft_slo) + Bd * slower / tpot_slo
             is_disagg, reason, meets = budget_d < budget_c, REASON_SLO_NONE, False
+        values = {
+            "decision": DISAGGREGATED if is_disagg else COLLOCATED,
+            "reason": reason,
+            "assumed": x.missing(),
+            "meets_slo": meets,
+            "harm_weight": w,
+            **_terms(col, dis, (harm_c, harm_d), (cost_c, cost_d)),
+        }
         # QueueAwareBreakdown's fields in order (from_fields: a tenth of the constructor's cost).
-        return from_fields(
-            QueueAwareBreakdown,
-            {
-                "decision": DISAGGREGATED if is_disagg else COLLOCATED,
-                "reason": reason,
-                "t_collocated_ms": col.e2e,
-                "t_disaggregated_ms": dis.e2e,
-                "assumed": x.missing(),
-                "meets_slo": meets,
-                "ttft_collocated_ms": col.ttft,
-                "ttft_disaggregated_ms": dis.ttft,
-                "tpot_collocated_ms": tpot_c,
-                "tpot_disaggregated_ms": tpot_d,
-                "local_backlog_ms": col.backlog,
-                "local_prefill_ms": col.own,
-                "chunk_steps": col.n,
-                "prefill_wait_ms": dis.wait,
-                "prefill_ms": dis.prefill,
-                "transfer_ms": dis.transfer,
-                "harm_collocated_ms": harm_c,
-                "harm_disaggregated_ms": harm_d,
-                "harm_weight": w,
-                "cost_collocated_ms": cost_c,
-                "cost_disaggregated_ms": cost_d,
-            },
-        )
+        return from_fields(QueueAwareBreakdown, {name: values[name] for name in BREAKDOWN_FIELDS})
 
     # --- many requests ------------------------------------------------------------------------
     def decide_many(self, cols: RouteColumns) -> QueueAwareBatch:
@@ -447,24 +457,7 @@ class QueueAwareModel:
             np.take(_COMPONENT_INDEX[COLLOCATED], best),
         )
         outside = np.where(meets, REASONS.index(REASON_SLO_ONLY), REASONS.index(REASON_SLO_NONE))
-        terms = {
-            "t_collocated_ms": col.e2e,
-            "t_disaggregated_ms": dis.e2e,
-            "ttft_collocated_ms": col.ttft,
-            "ttft_disaggregated_ms": dis.ttft,
-            "tpot_collocated_ms": tpot_c,
-            "tpot_disaggregated_ms": tpot_d,
-            "local_backlog_ms": col.backlog,
-            "local_prefill_ms": col.own,
-            "chunk_steps": col.n,
-            "prefill_wait_ms": dis.wait,
-            "prefill_ms": dis.prefill,
-            "transfer_ms": dis.transfer,
-            "harm_collocated_ms": harm_c,
-            "harm_disaggregated_ms": harm_d,
-            "cost_collocated_ms": cost_c,
-            "cost_disaggregated_ms": cost_d,
-        }
+        terms = _terms(col, dis, (harm_c, harm_d), (cost_c, cost_d))
         return QueueAwareBatch(
             is_disaggregated=is_disagg,
             meets_slo=meets,

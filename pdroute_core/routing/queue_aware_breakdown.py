@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from pdroute_core.records import from_fields
+from pdroute_core.frozen import from_fields
 from pdroute_core.route_fields import OPTIONAL_INPUTS
 from pdroute_core.routing.queue_aware_reasons import REASONS
 from pdroute_core.routing.types import COLLOCATED, DISAGGREGATED, Decision, FloatArray

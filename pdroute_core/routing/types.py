@@ -146,7 +146,7 @@ class RouteColumns:
 
 class Breakdown(Protocol):
     """One decision with its terms; a frozen dataclass starting with ``HEAD_FIELDS``, without
-    ``__slots__`` (built by ``pdroute_core.records.from_fields``; the service's answer encoder
+    ``__slots__`` (built by ``pdroute_core.frozen.from_fields``; the service's answer encoder
     reads its ``__dict__``)."""
 
     @property

@@ -25,6 +25,8 @@ from solver.params import load_params
 from tests.app.conftest import ServeProcess
 from tests.factories import TEST_PARAMS, write_params
 
+pytestmark = pytest.mark.slow  # serves in child processes: left out of the fast loop
+
 MODEL = AnalyticalCostModel(params_from_dict(TEST_PARAMS))
 
 

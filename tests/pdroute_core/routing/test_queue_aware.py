@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pdroute_core.errors import InvalidParams
 from pdroute_core.params import params_from_dict
 from pdroute_core.queue_params import QueueAwareParams
 from pdroute_core.routing import (
@@ -27,7 +28,6 @@ from pdroute_core.routing import (
     term_names,
 )
 from pdroute_core.routing.queue_aware import REASONS
-from solver.errors import InvalidParams
 from tests.factories import FORMS, TEST_PARAMS, XFER, qa_model, random_route_inputs, route_inputs_st
 
 

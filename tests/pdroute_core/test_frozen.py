@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 
+from pdroute_core.frozen import from_fields
 from pdroute_core.params import params_from_dict
-from pdroute_core.records import from_fields
 from pdroute_core.routing import AnalyticalCostModel, RouteInputs
 from tests.factories import TEST_PARAMS, qa_model, route_inputs_st
 
