@@ -1,7 +1,7 @@
 """The ``pdroute`` command line: one command, one module per subcommand in ``app.commands``.
 
 Every subcommand module exposes ``register(subparsers)`` which adds its parser and sets
-``func(args) -> int``. Domain errors (``solver.errors.PdrouteError``) and usage errors are
+``func(args) -> int``. Domain errors (``pdroute_core.errors.PdrouteError``) and usage errors are
 printed as one line on stderr with a non-zero exit, never as a traceback.
 """
 
@@ -13,7 +13,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from solver.errors import PdrouteError
+from pdroute_core.errors import PdrouteError
 
 # Subcommand modules, in help order. Each is imported only to register its parser; heavy
 # dependencies (torch, aiconfigurator, matplotlib) are imported inside the command functions.

@@ -17,14 +17,8 @@ from starlette.requests import ClientDisconnect
 
 from app.error_body import error_body, request_id_of
 from app.middleware import CLIENT_CLOSED_REQUEST, INTERNAL_ERROR
-from solver.errors import (
-    FitError,
-    InfeasiblePlan,
-    InvalidCurves,
-    InvalidParams,
-    InvalidProfile,
-    PdrouteError,
-)
+from pdroute_core.errors import InvalidParams, PdrouteError
+from solver.errors import FitError, InfeasiblePlan, InvalidCurves, InvalidProfile
 
 STATUS_BY_ERROR: tuple[tuple[type[PdrouteError], int], ...] = (
     (InvalidParams, 422),

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from pdroute_core.errors import InvalidParams
 from pdroute_core.params import CostModelParams
 from pdroute_core.routing import AUTO, DecisionModel, build_model
 from pdroute_core.routing.queue_aware import DEFAULT_HARM_WEIGHT, DEFAULT_SLO_MARGIN
-from solver.errors import InvalidParams
 from solver.params import load_params, save_params
 
 log = logging.getLogger("pdroute.params")

@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from app.metrics import Metrics
 from app.params_store import LoadedParams, ParamsStore
-from solver.errors import InvalidParams
+from pdroute_core.errors import InvalidParams
 
 log = logging.getLogger("pdroute.reload")
 Trigger = Literal["sighup", "admin", "watch"]

@@ -15,8 +15,6 @@ A term added to a model's breakdown reaches the answer (and the OpenAPI schema, 
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from operator import itemgetter
 from typing import Any
 
 from app.json_codec import dumps
@@ -38,8 +36,6 @@ class RouteEncoder:
         terms = term_names(breakdown_type)
         self.flags = tuple(n for n in terms if n in TOP_LEVEL_TERMS)
         self.terms = breakdown_terms(breakdown_type)
-        # The terms' values from the breakdown's dict in one C call (a 1-tuple made explicit).
-        self._term_values = _tuple_getter(self.terms)
 
     def to_dict(
         self,
@@ -62,7 +58,7 @@ class RouteEncoder:
         }
         for name in self.flags:
             answer[name] = fields[name]
-        answer["breakdown"] = dict(zip(self.terms, self._term_values(fields), strict=True))
+        answer["breakdown"] = {name: fields[name] for name in self.terms}
         answer["params_id"] = params_id
         answer["request_id"] = request_id
         if input_sources is not None:
@@ -79,16 +75,6 @@ class RouteEncoder:
     ) -> bytes:
         """The answer as JSON bytes (``app.json_codec``)."""
         return dumps(self.to_dict(b, model, params_id, request_id, input_sources))
-
-
-def _tuple_getter(names: tuple[str, ...]) -> Callable[[dict[str, Any]], tuple[Any, ...]]:
-    if not names:
-        return lambda fields: ()
-    if len(names) == 1:
-        one = itemgetter(names[0])
-        return lambda fields: (one(fields),)
-    getter: Callable[[dict[str, Any]], tuple[Any, ...]] = itemgetter(*names)
-    return getter
 
 
 _ENCODERS: dict[type[Any], RouteEncoder] = {}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from solver.errors import PdrouteError
+from pdroute_core.errors import PdrouteError
 
 
 class ProfilingError(PdrouteError):

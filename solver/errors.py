@@ -1,22 +1,10 @@
 """The small vocabulary of domain errors the core raises; ``app.errors`` maps them to HTTP.
 
-``PdrouteError`` and ``InvalidParams`` belong to the model core (``pdroute_core.errors``) and are
-named here too, so the rest of the solver has one place to import its errors from.
+Their base ``PdrouteError`` and ``InvalidParams`` belong to the model core: import them from
+``pdroute_core.errors``, where they are defined (every error is imported from its own module).
 """
 
-from pdroute_core.errors import InvalidParams, PdrouteError
-
-__all__ = [
-    "FitError",
-    "InfeasiblePlan",
-    "InvalidCurves",
-    "InvalidParams",
-    "InvalidProfile",
-    "InvalidSimConfig",
-    "InvalidTrace",
-    "PdrouteError",
-    "UnsupportedSource",
-]
+from pdroute_core.errors import PdrouteError
 
 
 class InvalidProfile(PdrouteError):

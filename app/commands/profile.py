@@ -91,7 +91,9 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=run)
 
 
-def _grids(args: argparse.Namespace) -> Any:
+def grids_from_args(args: argparse.Namespace) -> Any:
+    """The ``ProfileGrids`` of the command line: the default (or ``--quick``) grids, each option
+    replacing its grid."""
     from solver.profile_result import QUICK_GRIDS, ProfileGrids
 
     quick = profile_engine.quick_grids() if args.source == "engine" else QUICK_GRIDS
@@ -141,7 +143,7 @@ def _or(value: Any, default: Any) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     _check_source_options(args)
-    grids = _grids(args)
+    grids = grids_from_args(args)
     if args.source == "engine":
         profile, out = profile_engine.run(args, grids)
     elif args.source == "aiconfigurator":
@@ -160,8 +162,8 @@ def run(args: argparse.Namespace) -> int:
         )
         save_profile(profile, out)
     else:
-        from profiling.bench import run_full_profile
         from profiling.io import check_output_path
+        from profiling.measure import run_full_profile
 
         out = check_output_path(args.output)
         profile = run_full_profile(

@@ -4,6 +4,10 @@ Example::
 
     pdroute simulate --profile profile.json --params params.json --trace trace.csv \\
         --policies all --rates 1,2,4,8 -o results/
+    pdroute simulate --poisson 2000 --rates 4,8     # the embedded profile and params
+
+Without ``--profile`` the step times come from the embedded default profile (the one the
+embedded params are fitted from), as ``pdroute serve`` decides on the embedded params.
 
 Writes ``results.json`` (settings and every metric), ``results.md`` (the table in Markdown),
 ``latency_vs_load.png`` and ``e2e_cdf.png`` into the output folder and prints the table.
@@ -31,7 +35,12 @@ def register(sub: Any) -> None:
         "tables) and compare routing policies on a trace or a Poisson load.",
     )
     src = p.add_argument_group("inputs")
-    src.add_argument("--profile", type=Path, required=True, help="profile JSON (or .pt) with the tables")
+    src.add_argument(
+        "--profile",
+        type=Path,
+        help="profile JSON (or .pt) with the tables (default: the embedded default profile, "
+        "solver/data/profiles/default.json, the one the embedded params are fitted from)",
+    )
     src.add_argument(
         "--params",
         type=Path,
@@ -117,6 +126,7 @@ def run(args: argparse.Namespace) -> int:
     from pdroute_core.routing.design import AnalyticalCostModel
     from pdroute_core.routing.queue_aware import QueueAwareModel
     from solver.params import load_params
+    from solver.plan.profile_curves import load_builtin_profile
     from solver.profile_io import load_profile
     from solver.sim import (
         FleetConfig,
@@ -139,9 +149,13 @@ def run(args: argparse.Namespace) -> int:
     names = parse_policy_names(args.policies)
     prediction = parse_prediction(args.predict)
     slo = SloLimits(args.ttft_slo_ms, args.tpot_slo_ms)
-    profile = load_profile(args.profile)
     model = queue_model = None
     notes: list[str] = []
+    if args.profile is not None:
+        profile = load_profile(args.profile)
+    else:
+        profile = load_builtin_profile("default")
+        notes.append("profile: the embedded default profile (solver/data/profiles/default.json)")
     if args.calibrate and "queue-aware" not in names:
         names = (*names, "queue-aware")
     if args.calibrate_refresh < 1:

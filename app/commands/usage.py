@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from solver.errors import PdrouteError
+from pdroute_core.errors import PdrouteError
 
 
 class UsageError(PdrouteError):

@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from app.engines.custom import CustomSpec
 from app.engines.sample import SIGNALS
-from solver.errors import PdrouteError
+from pdroute_core.errors import PdrouteError
 
 PoolName = Literal["prefill", "decode", "mixed"]
 POOL_NAMES: tuple[PoolName, ...] = ("prefill", "decode", "mixed")

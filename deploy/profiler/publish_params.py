@@ -29,7 +29,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from solver.errors import PdrouteError
+from pdroute_core.errors import PdrouteError
 from solver.params import load_params_and_bytes
 
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")

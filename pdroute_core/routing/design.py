@@ -30,8 +30,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from pdroute_core.frozen import from_fields
 from pdroute_core.params import CostModelParams
-from pdroute_core.records import from_fields
 from pdroute_core.routing.types import COLLOCATED, DISAGGREGATED, Decision, RouteColumns, RouteInputs
 
 FloatArray = npt.NDArray[np.float64]

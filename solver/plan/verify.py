@@ -18,7 +18,7 @@ quartile of the finish times, over that time. The simulator's own ``throughput_r
 the whole makespan, which includes filling the fleet and draining the last decodes.
 
 Where the two disagree by more than ``TOLERANCE``, ``likely_cause`` names the plan's assumption
-most likely at fault (see ``_likely_cause``).
+most likely at fault (see ``likely_cause``).
 """
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ def _fleet(plan: Plan, rec: Recommendation) -> FleetConfig:
     )
 
 
-def _likely_cause(plan: Plan, rec: Recommendation, profile: ProfileResult, ratio: float) -> str | None:
+def likely_cause(plan: Plan, rec: Recommendation, profile: ProfileResult, ratio: float) -> str | None:
     """The plan's assumption most likely behind a capacity ``ratio`` outside 1 +- TOLERANCE."""
     if abs(ratio - 1.0) <= TOLERANCE:
         return None
@@ -153,7 +153,7 @@ def verify_plan(
         served_at_plan_rps=steady_throughput_rps(at_plan),
         capacity_rps=capacity,
         capacity_ratio=ratio,
-        likely_cause=_likely_cause(plan, rec, profile, ratio),
+        likely_cause=likely_cause(plan, rec, profile, ratio),
     )
 
 

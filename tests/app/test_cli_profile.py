@@ -14,10 +14,18 @@ from solver.params import load_params
 from solver.profile_io import load_profile
 from solver.profile_result import QUICK_GRIDS
 
+TORCH_REASON = "pdroute profile --source torch needs torch (pip install '.[profiling]')"
+
+
+def needs_torch() -> None:
+    """Skip the calling test where torch is not installed (the service and CI run without it)."""
+    pytest.importorskip("torch", reason=TORCH_REASON)
+
 
 def test_quick_profile_of_the_tiny_preset_into_pt_then_params(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    needs_torch()
     out = tmp_path / "profile_data.pt"
     args = ["profile", "--quick", "--model", "tiny", "--device", "cpu", "-o", str(out)]
     assert main(args) == 0
@@ -39,6 +47,7 @@ def test_quick_profile_of_the_tiny_preset_into_pt_then_params(
 
 
 def test_grid_options_override_into_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    needs_torch()
     out = tmp_path / "p.json"
     args = ["profile", "--quick", "--model", "tiny", "--device", "cpu", "--no-progress", "-o", str(out)]
     args += ["--prompt-lens", "8,12", "--kv-lens", "10", "--batch-sizes", "1,2", "--chunk-sizes", "4"]
@@ -54,6 +63,7 @@ def test_grid_options_override_into_json(tmp_path: Path, capsys: pytest.CaptureF
 
 
 def test_hf_config_path_as_model(tmp_path: Path) -> None:
+    needs_torch()
     cfg = {
         "model_type": "llama",
         "hidden_size": 32,
@@ -75,23 +85,26 @@ def test_hf_config_path_as_model(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("args", "message"),
+    ("args", "message", "is_torch_checked"),  # is_torch_checked: found by the profiler itself
     [
-        (["--model", "gpt-9"], "unknown model 'gpt-9'"),
-        (["--model", "/nonexistent/config.json"], "config file not found"),
-        (["--model", "tiny", "--system", "h100_sxm"], "not used by --source torch: --system"),
+        (["--model", "gpt-9"], "unknown model 'gpt-9'", True),
+        (["--model", "/nonexistent/config.json"], "config file not found", True),
+        (["--model", "tiny", "--system", "h100_sxm"], "not used by --source torch: --system", False),
         (
             ["--source", "aiconfigurator", "--checkpoint", "x"],
             "not used by --source aiconfigurator: --checkpoint",
+            False,
         ),
-        (["--model", "tiny", "--bandwidth-gbps", "10"], "together"),
-        (["--model", "tiny", "--dtype", "int4"], "unknown dtype"),
-        (["--model", "tiny", "--checkpoint", "/nonexistent"], "/nonexistent: not a directory"),
+        (["--model", "tiny", "--bandwidth-gbps", "10"], "together", True),
+        (["--model", "tiny", "--dtype", "int4"], "unknown dtype", True),
+        (["--model", "tiny", "--checkpoint", "/nonexistent"], "/nonexistent: not a directory", True),
     ],
 )
 def test_errors_are_one_line(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str, is_torch_checked: bool
 ) -> None:
+    if is_torch_checked:
+        needs_torch()
     out = tmp_path / "p.json"
     code = main(["profile", "--quick", "--device", "cpu", "--no-progress", *args, "-o", str(out)])
     err = capsys.readouterr().err.strip()
@@ -104,6 +117,7 @@ def test_errors_are_one_line(
 def test_bad_output_suffix_and_missing_cuda(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    needs_torch()
     assert main(["profile", "--model", "tiny", "-o", str(tmp_path / "p.txt")]) == 2
     assert ".pt or .json" in capsys.readouterr().err
     import torch
@@ -125,6 +139,7 @@ def test_bad_grid_values_are_usage_errors(capsys: pytest.CaptureFixture[str]) ->
 def test_aiconfigurator_source_is_dispatched_and_saved(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    needs_torch()  # the profiling package (its result type) imports torch
     out = tmp_path / "aic.pt"
     args = ["profile", "--source", "aiconfigurator", "--model", "Qwen/Qwen3-8B", "--system", "h100_sxm"]
     args += ["--prompt-lens", "128,256", "--kv-lens", "512", "--batch-sizes", "1,8", "--chunk-sizes", "128"]
@@ -137,9 +152,9 @@ def test_aiconfigurator_source_is_dispatched_and_saved(
 
 def test_default_grids_are_the_designs_and_every_one_is_overridable() -> None:
     from app.cli import build_parser
-    from app.commands.profile import _grids
+    from app.commands.profile import grids_from_args
 
-    defaults = _grids(build_parser().parse_args(["profile", "-o", "p.pt"]))
+    defaults = grids_from_args(build_parser().parse_args(["profile", "-o", "p.pt"]))
     assert defaults.to_json_dict() == {
         "prompt_lens": [64, 128, 256, 512, 1024, 2048],
         "kv_lens": [128, 512, 1024, 2048],
@@ -153,7 +168,7 @@ def test_default_grids_are_the_designs_and_every_one_is_overridable() -> None:
     argv = ["profile", "-o", "p.pt", "--prompt-lens", "7", "--kv-lens", "8", "--batch-sizes", "9"]
     argv += ["--chunk-sizes", "10", "--decode-batches", "11", "--interference-kv-len", "12"]
     argv += ["--warmup", "0", "--repeats", "13"]
-    overridden = _grids(build_parser().parse_args(argv)).to_json_dict()
+    overridden = grids_from_args(build_parser().parse_args(argv)).to_json_dict()
     assert overridden == {
         "prompt_lens": [7],
         "kv_lens": [8],

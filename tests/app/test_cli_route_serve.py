@@ -23,7 +23,9 @@ from pdroute_core.routing import QueueAwareModel, RouteInputs
 from pdroute_core.routing.design import AnalyticalCostModel
 from solver.params import load_params
 from tests.app.conftest import ServeProcess
-from tests.conftest import TEST_PARAMS, write_params
+from tests.factories import TEST_PARAMS, write_params
+
+pytestmark = pytest.mark.slow  # serves in child processes: left out of the fast loop
 
 MODEL = AnalyticalCostModel(params_from_dict(TEST_PARAMS))
 

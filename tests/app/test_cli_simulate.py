@@ -116,6 +116,19 @@ def test_simulate_poisson_pools_without_cost_model(
     assert not (out / "latency_vs_load.png").exists()
 
 
+def test_simulate_without_a_profile_runs_on_the_embedded_default(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    shipped = Path(__file__).resolve().parents[2] / "solver" / "data" / "profiles" / "default.json"
+    args = ["simulate", "--poisson", "200", "--lengths", "fixed:600,20", "--rates", "5"]
+    args += ["--policies", "threshold,queue-aware", "--no-plots"]
+    assert main([*args, "-o", str(tmp_path / "embedded")]) == 0
+    assert "the embedded default profile" in capsys.readouterr().err
+    assert main([*args, "--profile", str(shipped), "-o", str(tmp_path / "named")]) == 0
+    embedded, named = (json.loads((tmp_path / d / "results.json").read_text()) for d in ("embedded", "named"))
+    assert embedded["results"] == named["results"] and len(embedded["results"]) == 2
+
+
 def test_simulate_best_static_with_shedding(tmp_path: Path, profile_file: Path) -> None:
     out = tmp_path / "b"
     args = ["simulate", "--profile", str(profile_file), "--poisson", "200", "--lengths", "lognormal:900,40"]

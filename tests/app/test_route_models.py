@@ -17,13 +17,13 @@ import pytest
 
 import app.params_store
 from app.route_codec import breakdown_terms
+from pdroute_core.errors import InvalidParams
 from pdroute_core.routing import OPTIONAL_INPUTS, QueueAwareModel, RouteInputs, build_model
 from pdroute_core.routing.queue_aware import DEFAULT_HARM_WEIGHT
 from pdroute_core.routing.types import OPTIONAL_RATE_INPUTS, UNLISTED_INPUTS
-from solver.errors import InvalidParams
 from solver.params import load_params
 from tests.app.conftest import LiveServer
-from tests.conftest import write_params
+from tests.factories import write_params
 
 FULL_STATE: dict[str, Any] = {
     "prefill_queue_requests": 3,

@@ -98,6 +98,7 @@ def test_skips_cleanly_without_cuda(
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow  # profiles the tiny preset on the CPU, fits and plots
 def test_the_whole_check_on_the_cpu(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     def in_process(argv: Sequence[str]) -> int:
         return pdroute([*argv, "--no-progress"] if argv[0] == "profile" else list(argv))

@@ -20,19 +20,10 @@ from pdroute_core.calibration_terms import (
 from pdroute_core.params import params_from_dict
 from pdroute_core.routing.queue_aware import QueueAwareModel
 from pdroute_core.routing.types import COLLOCATED, DISAGGREGATED, RouteColumns, RouteInputs
-from tests.conftest import TEST_PARAMS
+from tests.factories import FORMS as ROUND_FORMS
+from tests.factories import TEST_PARAMS
 
-FORMS = {
-    "prefill_floor_ms": 10.0,
-    "prefill_ms_per_token": 0.02,
-    "prefill_knee_tokens": 100.0,
-    "decode_base_ms": 5.0,
-    "decode_ms_per_seq": 0.01,
-    "decode_ms_per_context_token": 1e-5,
-    "chunk_ms_per_token": 0.01,
-    "chunk_ms_per_token_sq": 1e-6,
-    "chunk_ms_per_token_seq": 1e-5,
-}
+FORMS = {**ROUND_FORMS, "chunk_ms_per_token_sq": 1e-6, "chunk_ms_per_token_seq": 1e-5}
 
 
 def _model() -> QueueAwareModel:

@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from profiling.batch import SequenceChunk
-from profiling.bench import run_full_profile
 from profiling.engine import ModelRunner
+from profiling.measure import run_full_profile
 from profiling.models import PRESETS
 from profiling.transfer import measure_kv_bandwidth
 from solver.profile_result import QUICK_GRIDS

@@ -9,8 +9,8 @@ from solver.plan.plan import Plan
 from solver.plan.verify import (
     OVERLOAD,
     TOLERANCE,
-    _likely_cause,
     format_verification,
+    likely_cause,
     verification_to_dict,
     verify_plan,
 )
@@ -54,6 +54,6 @@ def test_co_location_is_simulated_with_mixed_gpus_and_a_gap_is_explained() -> No
 @pytest.mark.parametrize(("ratio", "start"), [(0.5, "decode batch"), (1.5, "the plan's throughput curves")])
 def test_a_split_that_disagrees_names_a_cause(ratio: float, start: str) -> None:
     plan = _plan(16, 2048, 100)
-    cause = _likely_cause(plan, recommend(plan), load_builtin_profile(PROFILE), ratio)
+    cause = likely_cause(plan, recommend(plan), load_builtin_profile(PROFILE), ratio)
     assert cause is not None and cause.startswith(start)
-    assert _likely_cause(plan, recommend(plan), load_builtin_profile(PROFILE), 1.0 + TOLERANCE / 2) is None
+    assert likely_cause(plan, recommend(plan), load_builtin_profile(PROFILE), 1.0 + TOLERANCE / 2) is None

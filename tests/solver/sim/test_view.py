@@ -75,15 +75,15 @@ class Recount:
             if state.first_token[r] != state.first_token[r] and r not in state.prefill_queue
         ]
         recount = {
-            "prefill_queue_depth": len(state.prefill_queue),
+            "prefill_queue_requests": len(state.prefill_queue),
             "prefill_queue_tokens": sum(state.prompt[r] for r in state.prefill_queue),
-            "prefill_inflight": state.fleet.num_prefill - len(free),
+            "prefill_running_requests": state.fleet.num_prefill - len(free),
             "system_load": colloc.num_decoding if colloc else 0,
             "decode_batch_size": target.num_decoding if target else 0,
             "colloc_context_tokens": context_by_scan(colloc, step_in_flight(colloc, t)) if colloc else 0,
             "decode_context_tokens": context_by_scan(target, step_in_flight(target, t)) if target else 0,
             "colloc_num_waiting": len(colloc.waiting) if colloc else 0,
-            "colloc_pending_prefill_tokens": (
+            "pending_prefill_tokens": (
                 sum(length - done for _, done, length in colloc.prefill_queue)
                 + sum(state.prompt[r] for r, needs_prefill in colloc.waiting if needs_prefill)
                 if colloc
@@ -97,7 +97,7 @@ class Recount:
             else 0
         )
         # Prefills running now: routed to the pool, out of its queue, and not yet transferring.
-        recount["prefill_inflight_tokens"] = sum(
+        recount["prefill_running_tokens"] = sum(
             state.prompt[r] for r in in_prefill if not self._transferring(state, r)
         )
         self.views.append(view)
@@ -145,7 +145,7 @@ def test_every_view_field_equals_a_recount(
         for i, (view, recount) in enumerate(zip(spy.views, spy.recounts, strict=True)):
             got = {name: getattr(view, name) for name in recount}
             assert got == recount, i
-            assert view.num_prefill_gpus == 2 and view.chunk_size == fleet.chunk_size
+            assert view.prefill_pool_gpus == 2 and view.chunk_size == fleet.chunk_size
             assert (view.ttft_slo_ms, view.tpot_slo_ms) == (800.0, 40.0)
         for name in RECORDED_VIEW_FIELDS:  # the records hold what the policy saw
             assert getattr(rec, name).tolist() == [getattr(v, name) for v in spy.views], name
@@ -153,9 +153,9 @@ def test_every_view_field_equals_a_recount(
     assert views[False] == views[True]  # decode runs change no view
     # The fields were exercised: queues, waiting lines and pending prompts did build up.
     seen = views[True]
-    for name in ("prefill_queue_tokens", "prefill_inflight_tokens", "colloc_num_waiting"):
+    for name in ("prefill_queue_tokens", "prefill_running_tokens", "colloc_num_waiting"):
         assert max(getattr(v, name) for v in seen) > 0, name
-    assert max(v.colloc_pending_prefill_tokens for v in seen) > fleet.chunk_size
+    assert max(v.pending_prefill_tokens for v in seen) > fleet.chunk_size
     assert max(v.colloc_context_tokens for v in seen) > 0
     assert max(v.decode_context_tokens for v in seen) > 0
 
@@ -168,6 +168,7 @@ def test_view_row_order_matches_route_view() -> None:
         "tpot_slo_ms",
         "colloc_prefill_tokens_per_s",
         "decode_prefill_tokens_per_s",
+        "cached_prompt_tokens",  # always 0: the simulator has no prefix cache
     ]
 
 

@@ -31,6 +31,7 @@ from typing import Any
 
 import torch
 
+from pdroute_core.errors import PdrouteError
 from profiling.batch import SequenceChunk
 from profiling.engine import ModelRunner, resolve_device
 from profiling.environment import describe_device, describe_versions, utc_now
@@ -40,7 +41,6 @@ from profiling.models import ModelConfig, resolve_model
 from profiling.points import PointRecorder, require_table
 from profiling.timing import Timing, time_interleaved
 from profiling.transfer import TransferMeasurement, measure_kv_bandwidth
-from solver.errors import PdrouteError
 from solver.profile_result import ProfileGrids, ProfileResult
 
 SOURCE = "torch-profiler"

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import torch
 
-from profiling import bench
+from profiling import measure as measure_module
 from profiling.batch import ForwardBatch
 from profiling.engine import ModelRunner
 from profiling.errors import InvalidModelConfig, ProfilingError
@@ -32,7 +32,7 @@ GRIDS = ProfileGrids(
 
 
 def _profile(**kwargs: Any) -> Any:
-    return bench.run_full_profile("tiny", None, grids=GRIDS, device="cpu", progress=False, **kwargs)
+    return measure_module.run_full_profile("tiny", None, grids=GRIDS, device="cpu", progress=False, **kwargs)
 
 
 def test_every_measurement_fills_its_grid() -> None:
@@ -112,7 +112,7 @@ def test_a_table_with_no_point_is_an_error(monkeypatch: pytest.MonkeyPatch) -> N
 
 def test_operator_stated_bandwidth_replaces_the_measurement(tmp_path: Path) -> None:
     out = tmp_path / "p.json"
-    result = bench.run_full_profile(
+    result = measure_module.run_full_profile(
         "tiny",
         out,
         grids=GRIDS,
@@ -151,23 +151,25 @@ def test_operator_stated_bandwidth_replaces_the_measurement(tmp_path: Path) -> N
 def test_bad_options_are_refused(kwargs: dict[str, Any], message: str) -> None:
     options = {"grids": GRIDS, "device": "cpu", "progress": False, **kwargs}
     with pytest.raises(ProfilingError, match=message):
-        bench.run_full_profile("tiny", None, **options)
+        measure_module.run_full_profile("tiny", None, **options)
 
 
 def test_unknown_model_is_refused_before_any_work() -> None:
     with pytest.raises(InvalidModelConfig, match="unknown model"):
-        bench.run_full_profile("gpt-9", None, grids=GRIDS, device="cpu", progress=False)
+        measure_module.run_full_profile("gpt-9", None, grids=GRIDS, device="cpu", progress=False)
 
 
 def test_kv_capacity_covers_the_largest_point() -> None:
-    cap = bench.kv_capacity_tokens(GRIDS)
+    cap = measure_module.kv_capacity_tokens(GRIDS)
     assert cap >= max(24, 40 + 1, 16 + 20 + 1) + 2 * 256
 
 
 def test_measurements_give_back_every_block() -> None:
-    runner = ModelRunner(PRESETS["tiny"], kv_capacity_tokens=bench.kv_capacity_tokens(GRIDS), block_size=4)
+    runner = ModelRunner(
+        PRESETS["tiny"], kv_capacity_tokens=measure_module.kv_capacity_tokens(GRIDS), block_size=4
+    )
     free = runner.allocator.num_free
-    measure = bench.Measurements(runner, GRIDS, use_graphs=False, seed=0)
+    measure = measure_module.Measurements(runner, GRIDS, use_graphs=False, seed=0)
     points = PointRecorder(total=1, progress=False)
     assert len(measure.interference(points)[0]) == 2
     assert len(measure.decode(points)) == 4
@@ -180,10 +182,10 @@ def test_an_unwritable_output_is_refused_before_any_work(
     def must_not_build(*args: Any, **kwargs: Any) -> None:
         raise AssertionError("the model was built although the profile could not be saved")
 
-    monkeypatch.setattr(bench, "ModelRunner", must_not_build)
+    monkeypatch.setattr(measure_module, "ModelRunner", must_not_build)
     (tmp_path / "a-file").write_text("")
     with pytest.raises(ProfilingError, match="cannot write there"):
-        bench.run_full_profile(
+        measure_module.run_full_profile(
             "tiny", tmp_path / "a-file" / "p.pt", grids=GRIDS, device="cpu", progress=False
         )
 
@@ -192,12 +194,12 @@ def test_running_out_of_memory_while_building_is_one_line(monkeypatch: pytest.Mo
     def oom(*args: Any, **kwargs: Any) -> None:
         raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 80.00 GiB\nmore detail")
 
-    monkeypatch.setattr(bench, "ModelRunner", oom)
+    monkeypatch.setattr(measure_module, "ModelRunner", oom)
     with pytest.raises(ProfilingError) as info:
         _profile()
     message = str(info.value)
     assert message.startswith(
-        f"could not build tiny with a KV cache of {bench.kv_capacity_tokens(GRIDS)} tokens"
+        f"could not build tiny with a KV cache of {measure_module.kv_capacity_tokens(GRIDS)} tokens"
     )
     assert "OutOfMemoryError: CUDA out of memory. Tried to allocate 80.00 GiB)" in message
     assert "\n" not in message
