@@ -25,6 +25,7 @@ from app.metrics import Metrics
 from app.output_learning_state import output_learning_from_settings
 from app.params_store import ParamsStore
 from app.reload import watch_params_file
+from pdroute_core.errors import PdrouteError
 from pdroute_proxy import api, responses
 from pdroute_proxy.decision import Decider
 from pdroute_proxy.ledger import Ledger
@@ -34,7 +35,6 @@ from pdroute_proxy.relay import Relay
 from pdroute_proxy.settings import ProxySettings
 from pdroute_proxy.tokenize import Tokenizer
 from pdroute_proxy.upstream import UpstreamError, api_base, get_json
-from solver.errors import PdrouteError
 
 log = logging.getLogger("pdroute.proxy")
 

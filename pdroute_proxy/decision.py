@@ -171,7 +171,7 @@ class Decider:
                 predicted_output_len=output_len,
                 system_load=inputs.system_load,
                 decode_batch_size=inputs.decode_batch_size,
-                prefill_queue_depth=inputs.prefill_queue_requests or 0,
+                prefill_queue_requests=inputs.prefill_queue_requests or 0,
                 chunk_size=inputs.chunk_size,
             )
             path = self.rule.decide(view).decision

@@ -28,8 +28,8 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from bench.bench_route import parse_wrk
+from pdroute_core.errors import InvalidParams
 from scripts.image_runner import CheckFailed, Container, Runner, Volume, last_line, wait_exit
-from solver.errors import InvalidParams
 from solver.params import load_params
 
 ROOT = Path(__file__).resolve().parents[1]

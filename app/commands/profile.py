@@ -119,8 +119,9 @@ AICONFIGURATOR_ONLY = ("system", "backend", "backend_version", "transfer", "tp")
 ENGINE_USES = ("seed", "bandwidth_gbps")  # torch options the live engine source also reads
 
 
-def _check_source_options(args: argparse.Namespace) -> None:
-    """Refuse options of the other source rather than silently ignoring them."""
+def check_source_options(args: argparse.Namespace) -> None:
+    """Resolve the source (`engine` with --engine-url, else `torch`) and refuse options of the
+    other sources rather than silently ignoring them."""
     if args.source is None:
         args.source = "engine" if args.engine_url is not None else "torch"
     if args.source == "engine" and args.engine_url is None:
@@ -142,7 +143,7 @@ def _or(value: Any, default: Any) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    _check_source_options(args)
+    check_source_options(args)
     grids = grids_from_args(args)
     if args.source == "engine":
         profile, out = profile_engine.run(args, grids)

@@ -25,7 +25,7 @@ from typing import Any
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from solver.errors import PdrouteError
+from pdroute_core.errors import PdrouteError
 
 Labels = Mapping[str, str]
 Samples = dict[str, list[tuple[dict[str, str], float]]]  # sample name -> (labels, value)

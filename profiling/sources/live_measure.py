@@ -124,7 +124,7 @@ async def _one_interference(engine: Engine, prompt_len: int, batch: int, kv_len:
         )
         first = stream.token_times[0]
         await _wait_tokens(sinks, tasks, lambda s: s[-1] > first)  # the mixed step's decode tokens
-        return _interference(sinks, stream.sent_at, first, stream.ttft_ms)
+        return interference_sample(sinks, stream.sent_at, first, stream.ttft_ms)
     finally:
         for t in tasks:
             t.cancel()
@@ -158,7 +158,12 @@ def _gaps(times: list[float], lo: float, hi: float) -> list[float]:
     return [(times[i] - times[i - 1]) * 1e3 for i in range(1, len(times)) if lo < times[i] <= hi]
 
 
-def _interference(sinks: list[list[float]], sent: float, first: float, ttft_ms: float) -> InterferenceSample:
+def interference_sample(
+    sinks: list[list[float]], sent: float, first: float, ttft_ms: float
+) -> InterferenceSample:
+    """The running decodes' step times around one prompt: per stream, the median gap before the
+    prompt was sent (baseline), the longest gap up to its first token after the prompt's (the
+    mixed step) and the mean gap over that window; times in seconds, steps in ms."""
     base, mixed, window = [], [], []
     for times in sinks:
         before = _gaps(times, float("-inf"), sent)[-BASELINE_STEPS:]

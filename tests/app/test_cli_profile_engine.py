@@ -15,7 +15,7 @@ from app.cli import main
 from app.main import create_app
 from app.settings import Settings
 from tests.app.conftest import free_port, start_server
-from tests.conftest import write_params
+from tests.factories import write_params
 
 
 def _profile(tmp_path: Path, url: str, *more: str) -> list[str]:

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from app.cli import build_parser
+from app.commands.profile import check_source_options
 from profiling.models import PRESETS
 from solver.params import load_params
 from tests.deploy.conftest import DEPLOY, KUBERNETES, ROOT, load_yaml
@@ -149,6 +150,7 @@ def test_profile_arguments_are_real_cli_arguments(where: str) -> None:
     # The tests above replace `pdroute profile` with a stand-in; check its arguments here
     # against the real parser, as reprofile.sh calls it.
     args = _parse(["profile", *shlex.split(_profile_args_in_use()[where]), "-o", "/work/profile_data.pt"])
+    check_source_options(args)  # resolves the source as `pdroute profile` does before it runs
     assert args.source == "torch" and args.model in PRESETS
     two_gpus = args.src_gpu != args.dst_gpu
     # The Job claims two GPUs so that the P2P path is measured; the docs' variant is the one-GPU relay.

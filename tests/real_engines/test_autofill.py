@@ -22,7 +22,7 @@ from app.settings import Settings
 from localfleet import Engine, Fleet
 from profiling.sources.engine_api import fresh_prompt, metric_sum, read_metrics, stream_completion
 from tests.app.conftest import start_server
-from tests.conftest import write_params
+from tests.factories import write_params
 from tests.real_engines.conftest import FleetKeeper
 
 ROUTE = {"prompt_len": 1024, "predicted_output_len": 32, "decode_target": "c0"}

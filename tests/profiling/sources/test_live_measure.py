@@ -12,7 +12,7 @@ from profiling.sources.engine_api import (
     metric_sum,
     parse_metrics,
 )
-from profiling.sources.live_measure import _interference
+from profiling.sources.live_measure import interference_sample
 
 EXPOSITION = """\
 # TYPE vllm:num_requests_running gauge
@@ -56,7 +56,7 @@ def test_interference_takes_the_longest_gap_around_the_prompt_and_the_steps_befo
     base = [0.95 + 0.01 * i for i in range(6)]  # 0.95 ... 1.00
     s0 = [*base, 1.101, 1.111, 1.121]
     s1 = [*base, 1.102, 1.112]
-    sample = _interference([s0, s1], sent=1.0005, first=1.100, ttft_ms=99.5)
+    sample = interference_sample([s0, s1], sent=1.0005, first=1.100, ttft_ms=99.5)
     assert sample.baseline_ms == pytest.approx(10.0)
     assert sample.mixed_ms == pytest.approx((101.0 + 102.0) / 2)
     assert sample.window_mean_ms == pytest.approx((101.0 + 102.0) / 2)
