@@ -23,6 +23,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 PIP = (sys.executable, "-m", "pip", "--quiet", "--no-input", "--disable-pip-version-check")
+pytestmark = pytest.mark.slow  # builds and installs a wheel: left out of the fast loop
 
 
 @pytest.fixture(scope="module")
@@ -85,7 +86,6 @@ sys.path[:0] = [{str(target)!r}, {sysconfig.get_paths()["purelib"]!r}]
 import pdroute_client
 from pdroute_client import Client, RouteQuery, ServedParams
 
-pytestmark = pytest.mark.slow  # builds and installs a wheel: left out of the fast loop
 assert pdroute_client.__file__.startswith({str(target)!r}), pdroute_client.__file__
 missing = [m for m in ("app", "solver", "profiling") if importlib.util.find_spec(m) is not None]
 doc = json.load(open({str(vectors)!r}))
