@@ -141,7 +141,9 @@ class Bench:
         self.profile = load_profile(path)
         self.latency = StepLatency(self.profile)
         mixed, prefill, decode = FLEETS[topology]
-        self.fleet = FleetConfig(topology, prefill, decode, mixed, chunk_size=self.latency.max_chunk)
+        self.fleet = FleetConfig(
+            topology, prefill, decode, mixed, max_num_batched_tokens=max(self.latency.max_chunk, 256)
+        )
         params = params_for(profile_name, self.profile)
         self.model = AnalyticalCostModel(params)
         self.queue_model = QueueAwareModel(params)
