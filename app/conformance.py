@@ -28,11 +28,12 @@ from pathlib import Path
 from typing import Any
 
 from app.route_codec import encoder_for
-from app.routes.route import RouteDefaults, decide
+from app.routes.route import decide
 from app.schemas import RouteRequest
 from app.settings import embedded_params_path
 from pdroute_core.output_defaults import OutputLenDefaults, parse_table
 from pdroute_core.params import CostModelParams
+from pdroute_core.request_defaults import RouteDefaults
 from pdroute_core.routing import build_model
 from pdroute_core.routing.queue_aware import DEFAULT_HARM_WEIGHT, DEFAULT_SLO_MARGIN
 from solver.params import load_params

@@ -18,159 +18,55 @@ from pydantic_core import PydanticCustomError
 from app.engines.config import ID_PATTERN as ENDPOINT_ID_PATTERN
 from app.route_codec import breakdown_terms
 
-# The limits live in the model core so that the gateway client enforces the same ones.
-from pdroute_core.bounds import (
-    DEFAULT_CHUNK_SIZE,
-    MAX_BATCH_ITEMS,
-    MAX_CHUNK,
-    MAX_GPUS,
-    MAX_LOAD,
-    MAX_OUTPUT_LEN,
-    MAX_PROMPT_LEN,
-    MAX_REQUEST_ID_LEN,
-    MAX_SLO_MS,
-    MAX_TOKENS,
-    MAX_TOKENS_PER_S,
-)
+# The fields' bounds and docs live in the model core so that the gateway client enforces the same ones.
+from pdroute_core.bounds import DEFAULT_CHUNK_SIZE, MAX_BATCH_ITEMS, MAX_REQUEST_ID_LEN
+from pdroute_core.route_fields import FIELDS
 from pdroute_core.routing import QueueAwareBreakdown, RouteBreakdown
 
 
-class _Strict(BaseModel):
+class StrictModel(BaseModel):
+    """A request body: strict types, no unknown fields (the base of every request schema)."""
+
     # strict: a float or a numeric string is not an integer; extra fields are refused so a
     # misspelt field name is reported instead of silently ignored.
     model_config = ConfigDict(strict=True, extra="forbid")
 
 
-class RouteRequest(_Strict):
-    """One request as the gateway sees it. The design's fields first; the rest are optional
-    state a gateway may report (``pdroute_core.routing.types.OPTIONAL_INPUTS``): a missing one takes
-    the decision model's stated default and is listed in the answer's ``assumed``."""
+def route_field(name: str) -> Any:
+    """The pydantic constraints and description of the input ``name``, from its row of
+    ``pdroute_core.route_fields`` (a test checks every input of ``RouteRequest`` has its row)."""
+    f = FIELDS[name]
+    finite = False if f.kind == "float" else None  # a float must be finite (an int always is)
+    if f.exclusive_min:
+        return Field(gt=f.minimum, le=f.maximum, description=f.doc, allow_inf_nan=finite)
+    return Field(ge=f.minimum, le=f.maximum, description=f.doc, allow_inf_nan=finite)
 
-    prompt_len: Annotated[int, Field(ge=1, le=MAX_PROMPT_LEN, description="prompt tokens")]
-    predicted_output_len: Annotated[
-        int | None,
-        Field(ge=1, le=MAX_OUTPUT_LEN, description="predicted output tokens; settings default if omitted"),
-    ] = None
-    system_load: Annotated[
-        int | None,
-        Field(
-            ge=0,
-            le=MAX_LOAD,
-            description="decodes running where the request would collocate; required unless "
-            "decode_target or colloc_target is named (then filled from the engine's metrics)",
-        ),
-    ] = None
-    decode_batch_size: Annotated[
-        int | None,
-        Field(
-            ge=0,
-            le=MAX_LOAD,
-            description="decode batch of the target decode GPU; filled from decode_target's metrics "
-            "when named, else 1 when omitted",
-        ),
-    ] = None
-    chunk_size: Annotated[int, Field(ge=1, le=MAX_CHUNK, description="prefill chunk size")] = (
-        DEFAULT_CHUNK_SIZE
-    )
+
+class RouteRequest(StrictModel):
+    """One request as the gateway sees it: the inputs of ``pdroute_core.route_fields`` in its
+    order (the design's first; a missing optional one takes the decision model's stated default
+    and, when the table says so, is listed in the answer's ``assumed``), then the engine targets."""
+
+    prompt_len: Annotated[int, route_field("prompt_len")]
+    predicted_output_len: Annotated[int | None, route_field("predicted_output_len")] = None
+    system_load: Annotated[int | None, route_field("system_load")] = None
+    decode_batch_size: Annotated[int | None, route_field("decode_batch_size")] = None
+    chunk_size: Annotated[int, route_field("chunk_size")] = DEFAULT_CHUNK_SIZE
     request_id: Annotated[str | None, Field(max_length=MAX_REQUEST_ID_LEN)] = None
-    prefill_queue_requests: Annotated[
-        int | None,
-        Field(ge=0, le=MAX_LOAD, description="requests waiting (not started) for the prefill pool"),
-    ] = None
-    prefill_queue_tokens: Annotated[
-        int | None, Field(ge=0, le=MAX_TOKENS, description="prompt tokens of those waiting requests")
-    ] = None
-    prefill_running_requests: Annotated[
-        int | None, Field(ge=0, le=MAX_LOAD, description="prefills in progress on the prefill pool")
-    ] = None
-    prefill_pool_gpus: Annotated[
-        int | None, Field(ge=1, le=MAX_GPUS, description="prefill GPUs sharing that queue")
-    ] = None
-    pending_prefill_tokens: Annotated[
-        int | None,
-        Field(
-            ge=0,
-            le=MAX_TOKENS,
-            description="prompt tokens admitted to the collocation GPU and not yet prefilled",
-        ),
-    ] = None
-    decode_pending_prefill_tokens: Annotated[
-        int | None,
-        Field(
-            ge=0,
-            le=MAX_TOKENS,
-            description="prompt tokens admitted to the target decode GPU for local prefill, not yet "
-            "prefilled (the same as pending_prefill_tokens when both are one GPU)",
-        ),
-    ] = None
-    colloc_context_tokens: Annotated[
-        int | None,
-        Field(ge=0, le=MAX_TOKENS, description="KV tokens of the decodes running on the collocation GPU"),
-    ] = None
-    decode_context_tokens: Annotated[
-        int | None,
-        Field(ge=0, le=MAX_TOKENS, description="KV tokens of the decodes running on the target decode GPU"),
-    ] = None
-    cached_prompt_tokens: Annotated[
-        int | None,
-        Field(
-            ge=0,
-            le=MAX_PROMPT_LEN,
-            description="prompt tokens already in the decode GPU's prefix cache (at most prompt_len)",
-        ),
-    ] = None
-    ttft_slo_ms: Annotated[
-        float | None,
-        Field(
-            gt=0,
-            le=MAX_SLO_MS,
-            allow_inf_nan=False,
-            description="time-to-first-token target in ms; PDROUTE_DEFAULT_TTFT_SLO_MS if omitted",
-        ),
-    ] = None
-    tpot_slo_ms: Annotated[
-        float | None,
-        Field(
-            gt=0,
-            le=MAX_SLO_MS,
-            allow_inf_nan=False,
-            description="time-per-output-token target in ms; PDROUTE_DEFAULT_TPOT_SLO_MS if omitted",
-        ),
-    ] = None
-    colloc_prefill_tokens_per_s: Annotated[
-        float | None,
-        Field(
-            ge=0,
-            le=MAX_TOKENS_PER_S,
-            allow_inf_nan=False,
-            description="prompt tokens per second prefilled on the collocation GPU over the last second "
-            "or two (what the gateway routed there, or the rate of vllm:prompt_tokens_total); the "
-            "queue-aware model stretches the predicted decode step by the time these chunks take. "
-            "If omitted, no later prefill is predicted (not listed in assumed); auto-filled from "
-            "the engine's prompt-token counter when a target is named",
-        ),
-    ] = None
-    decode_prefill_tokens_per_s: Annotated[
-        float | None,
-        Field(
-            ge=0,
-            le=MAX_TOKENS_PER_S,
-            allow_inf_nan=False,
-            description="the same on the target decode GPU (its local prefills; equal to "
-            "colloc_prefill_tokens_per_s when both are one GPU)",
-        ),
-    ] = None
-    prefill_running_tokens: Annotated[
-        int | None,
-        Field(
-            ge=0,
-            le=MAX_TOKENS,
-            description="prompt tokens of the prefills in progress on the prefill pool (what the "
-            "gateway sent there that has not finished prefilling); the queue-aware model waits for "
-            "the first of them to finish. If omitted, they are taken to be as long as the queued "
-            "ones (not listed in assumed)",
-        ),
-    ] = None
+    prefill_queue_requests: Annotated[int | None, route_field("prefill_queue_requests")] = None
+    prefill_queue_tokens: Annotated[int | None, route_field("prefill_queue_tokens")] = None
+    prefill_running_requests: Annotated[int | None, route_field("prefill_running_requests")] = None
+    prefill_pool_gpus: Annotated[int | None, route_field("prefill_pool_gpus")] = None
+    pending_prefill_tokens: Annotated[int | None, route_field("pending_prefill_tokens")] = None
+    decode_pending_prefill_tokens: Annotated[int | None, route_field("decode_pending_prefill_tokens")] = None
+    colloc_context_tokens: Annotated[int | None, route_field("colloc_context_tokens")] = None
+    decode_context_tokens: Annotated[int | None, route_field("decode_context_tokens")] = None
+    cached_prompt_tokens: Annotated[int | None, route_field("cached_prompt_tokens")] = None
+    ttft_slo_ms: Annotated[float | None, route_field("ttft_slo_ms")] = None
+    tpot_slo_ms: Annotated[float | None, route_field("tpot_slo_ms")] = None
+    colloc_prefill_tokens_per_s: Annotated[float | None, route_field("colloc_prefill_tokens_per_s")] = None
+    decode_prefill_tokens_per_s: Annotated[float | None, route_field("decode_prefill_tokens_per_s")] = None
+    prefill_running_tokens: Annotated[int | None, route_field("prefill_running_tokens")] = None
 
     decode_target: Annotated[
         str | None,
@@ -269,7 +165,7 @@ class RouteResponse(BaseModel):
     )
 
 
-class RouteBatchRequest(_Strict):
+class RouteBatchRequest(StrictModel):
     requests: Annotated[list[RouteRequest], Field(min_length=1, max_length=MAX_BATCH_ITEMS)]
 
 

@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from app.schemas import RouteRequest, _Strict
+from app.schemas import RouteRequest, StrictModel
 from pdroute_core.bounds import MAX_REQUEST_ID_LEN
 
 MAX_LATENCY_MS = 86_400_000.0  # a day: anything longer is not a latency
@@ -15,7 +15,7 @@ MAX_OUTPUT_TOKENS = 16_777_216
 LatencyMs = Annotated[float | None, Field(ge=0, le=MAX_LATENCY_MS, allow_inf_nan=False)]
 
 
-class FeedbackItem(_Strict):
+class FeedbackItem(StrictModel):
     """One finished request: which decision (``request_id``, or ``inputs`` and ``path``) and
     what was observed (any subset of TTFT, TPOT and e2e in ms, at least one)."""
 
@@ -28,7 +28,7 @@ class FeedbackItem(_Strict):
     output_tokens: Annotated[int | None, Field(ge=1, le=MAX_OUTPUT_TOKENS)] = None
 
     # The JSON numbers of the latencies may be integers: strict mode would refuse 12 for a float.
-    model_config = _Strict.model_config | {"strict": False}
+    model_config = StrictModel.model_config | {"strict": False}
 
     @model_validator(mode="after")
     def _check(self) -> FeedbackItem:
@@ -41,11 +41,11 @@ class FeedbackItem(_Strict):
         return self
 
 
-class FeedbackBatch(_Strict):
+class FeedbackBatch(StrictModel):
     items: Annotated[list[FeedbackItem], Field(min_length=1)]
 
 
-class FeedbackResponse(_Strict):
+class FeedbackResponse(StrictModel):
     accepted: int  # items fed to the estimator
     unknown_ids: list[str]  # request ids not (or no longer) among the recent decisions
     not_calibrated: int  # items received while the served model is not calibrated (not queue-aware)

@@ -30,19 +30,19 @@ ThroughputFitName = Literal["piecewise", "quadratic"]
 Point = Annotated[list[float], Field(min_length=2, max_length=2, description="[batch, value]")]
 
 
-class _Strict(BaseModel):
+class StrictModel(BaseModel):
     # strict: a numeric string is not a number; extra fields are refused so that a misspelt
     # field is reported instead of silently ignored.
     model_config = ConfigDict(strict=True, extra="forbid")
 
 
-class SeriesSpec(_Strict):
+class SeriesSpec(StrictModel):
     label: Annotated[str, Field(max_length=MAX_TEXT_LEN)] = ""
     provenance: Annotated[str, Field(max_length=MAX_TEXT_LEN)] | dict[str, Any] = ""
     points: Annotated[list[Point], Field(min_length=2, max_length=MAX_POINTS_PER_SERIES)]
 
 
-class PhaseSpec(_Strict):
+class PhaseSpec(StrictModel):
     batch_unit: Literal["tokens", "requests"]
     max_batch: Annotated[float | None, Field(gt=0, le=MAX_BATCH, description="search-domain bound")] = None
     capacity: SeriesSpec
@@ -57,7 +57,7 @@ class DecodeSpec(PhaseSpec):
     batch_unit: Literal["requests"] = "requests"
 
 
-class CurveSetSpec(_Strict):
+class CurveSetSpec(StrictModel):
     """An inline curve set: the same fields as a curve-set JSON file (docs/planning.md)."""
 
     schema_version: Literal[1] = 1
@@ -83,7 +83,7 @@ Length = Annotated[int, Field(ge=1, le=MAX_PLAN_LEN)]
 GigaBytes = Annotated[float | None, Field(gt=0, le=MAX_GB)]
 
 
-class PlanRequest(_Strict):
+class PlanRequest(StrictModel):
     curves: CurvesField | None = None
     profile: Annotated[
         str | None,
@@ -108,7 +108,7 @@ class PlanRequest(_Strict):
         return self
 
 
-class PlanGridRequest(_Strict):
+class PlanGridRequest(StrictModel):
     curves: CurvesField
     machines: Machines
     prompt_lens: Annotated[list[Length], Field(min_length=1, max_length=MAX_GRID_SIDE)]

@@ -11,6 +11,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from pdroute_core.errors import PdrouteError
 from pdroute_core.output_defaults import OutputLenDefaults, parse_table
+from pdroute_core.request_defaults import RouteDefaults
 from pdroute_core.routing.queue_aware import DEFAULT_HARM_WEIGHT, DEFAULT_SLO_MARGIN
 
 
@@ -211,6 +212,16 @@ class Settings(BaseSettings):
     def output_len_defaults(self) -> OutputLenDefaults:
         """The default output length by prompt length (only ``default_output_len`` when the table is off)."""
         return parse_table(self.default_output_len_by_prompt, self.default_output_len)
+
+    def route_defaults(self) -> RouteDefaults:
+        """What ``/route`` assumes for a request's missing fields."""
+        table = self.output_len_defaults()
+        return RouteDefaults(
+            self.default_output_len,
+            self.default_ttft_slo_ms,
+            self.default_tpot_slo_ms,
+            table if table.by_prompt else None,
+        )
 
     def resolved_params_path(self) -> Path:
         return self.params_path if self.params_path is not None else embedded_params_path()

@@ -19,7 +19,7 @@ import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from bench.bench_route import QA_BODY, WrkResult, _fmt, _free_port, _measure, _start
+from bench.bench_route import QA_BODY, WrkResult, fmt_result, free_port, measure, start_server
 
 AUTOFILL_BODY: dict[str, object] = {
     "prompt_len": 1024,
@@ -80,8 +80,8 @@ class EngineStub:
 
 def _check_scraped(engines_file: Path, env: dict[str, str], body: bytes) -> None:
     """Start the auto-fill server once and see an answer whose load fields came from the scrape."""
-    port = _free_port()
-    proc = _start(["--factory", "app.main:create_app_from_env"], port, env, body)
+    port = free_port()
+    proc = start_server(["--factory", "app.main:create_app_from_env"], port, env, body)
     try:
         for _ in range(200):
             req = urllib.request.Request(f"http://127.0.0.1:{port}/route", data=body, method="POST")
@@ -125,13 +125,13 @@ def autofill_bench(params: str, connections: int, seconds: float, rounds: int, n
             factory = ["--factory", "app.main:create_app_from_env"]
             for _ in range(rounds):
                 results["bare"].append(
-                    _measure(["bench.bare_app:app"], env, bodies["qa"], scripts["qa"], connections, seconds)
+                    measure(["bench.bare_app:app"], env, bodies["qa"], scripts["qa"], connections, seconds)
                 )
                 results["no-fill"].append(
-                    _measure(factory, env, bodies["qa"], scripts["qa"], connections, seconds)
+                    measure(factory, env, bodies["qa"], scripts["qa"], connections, seconds)
                 )
                 results["autofill"].append(
-                    _measure(factory, fill_env, bodies["fill"], scripts["fill"], connections, seconds)
+                    measure(factory, fill_env, bodies["fill"], scripts["fill"], connections, seconds)
                 )
         finally:
             for stub in stubs:
@@ -143,7 +143,7 @@ def autofill_bench(params: str, connections: int, seconds: float, rounds: int, n
     for i in range(rounds):
         print(f" round {i + 1}, {connections} connections")
         for name, runs in results.items():
-            print(_fmt(name, runs[i][0]))
+            print(fmt_result(name, runs[i][0]))
     total = {name: sum(r.requests for r, _ in runs) for name, runs in results.items()}
     errors = sum(r.errors + one.errors for r, one in results["autofill"])
     vs_bare = total["autofill"] / total["bare"]

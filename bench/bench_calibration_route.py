@@ -41,10 +41,10 @@ def endpoint(enabled: bool) -> RouteEndpoint:
         store = app.state.store
         cal.model_for(store.current.params_id, store.current.model)
         from app.calibration_state import Observed
-        from app.routes.route import RouteDefaults, route_inputs
         from app.schemas import RouteRequest
+        from pdroute_core.request_defaults import route_inputs
 
-        inputs = route_inputs(RouteRequest.model_validate(BODY), RouteDefaults.from_settings(settings))
+        inputs = route_inputs(RouteRequest.model_validate(BODY), settings.route_defaults())
         for _ in range(60):
             cal.feedback(Observed(None, 30.0, None, None), inputs=inputs, path="disaggregated")
     if not isinstance(ep, RouteEndpoint):
@@ -59,7 +59,7 @@ def per_answer_us(ep: RouteEndpoint, n: int) -> float:
     for _ in range(3):
         started = time.perf_counter()
         for _ in range(n):
-            ep._answer(raw, scope)
+            ep.answer(raw, scope)
         best = min(best, (time.perf_counter() - started) / n * 1e6)
     return best
 

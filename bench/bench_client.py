@@ -102,7 +102,7 @@ def main() -> int:
         ):
             if not (client.wait_for_params(10) and local.refresh_params()):
                 raise SystemExit("no params from the service")
-            local._tiers.breaker.record(False)  # held open: every call answers from the local tier
+            local.breaker.record(False)  # held open: every call answers from the local tier
             served = client.params
             if served is None:
                 raise SystemExit("no params from the service")

@@ -19,7 +19,7 @@ import tempfile
 from itertools import pairwise
 from pathlib import Path
 
-from bench.bench_route import DESIGN_BODY, WrkResult, _free_port, _start, _wrk
+from bench.bench_route import DESIGN_BODY, WrkResult, free_port, run_wrk, start_server
 
 BARS = (0.60, 0.50)
 
@@ -34,11 +34,11 @@ def crossing(points: list[tuple[float, float]], bar: float) -> float | None:
 
 
 def measure(spin_us: float, body: bytes, script: Path, connections: int, seconds: float) -> WrkResult:
-    port = _free_port()
-    proc = _start(["bench.spin_app:app"], port, {"PDROUTE_BENCH_SPIN_US": str(spin_us)}, body)
+    port = free_port()
+    proc = start_server(["bench.spin_app:app"], port, {"PDROUTE_BENCH_SPIN_US": str(spin_us)}, body)
     try:
-        _wrk(proc.pid, port, script, connections, 1.0)  # warm-up
-        return _wrk(proc.pid, port, script, connections, seconds)
+        run_wrk(proc.pid, port, script, connections, 1.0)  # warm-up
+        return run_wrk(proc.pid, port, script, connections, seconds)
     finally:
         proc.terminate()
         proc.wait()

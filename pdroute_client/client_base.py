@@ -9,7 +9,7 @@ from __future__ import annotations
 import httpx
 from prometheus_client import CollectorRegistry
 
-from pdroute_client.breaker import State
+from pdroute_client.breaker import CircuitBreaker, State
 from pdroute_client.served import ServedParams
 from pdroute_client.tiers import Tiers, check_deadline
 
@@ -35,6 +35,11 @@ class ClientBase:
     @property
     def breaker_state(self) -> State:
         return self._tiers.breaker.state
+
+    @property
+    def breaker(self) -> CircuitBreaker:
+        """The breaker in front of the service (a benchmark holds it open to time the local tier)."""
+        return self._tiers.breaker
 
     @property
     def metrics_registry(self) -> CollectorRegistry:

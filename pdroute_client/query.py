@@ -1,7 +1,7 @@
 """``RouteQuery``: one ``/route`` request, checked locally with the service's own bounds.
 
-The bounds come from ``pdroute_core.bounds``, the table the service's request schema is built
-from, so a query this module accepts is one the service accepts (types strict as the schema's:
+The bounds come from ``pdroute_core.route_fields``, the table the service's request schema is
+built from, so a query this module accepts is one the service accepts (types strict as the schema's:
 a bool or a float is not an integer). A field left ``None`` is not sent, and the service (or
 the client's local tier) applies its default, as ``/route`` documents.
 """
@@ -14,14 +14,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from pdroute_client.errors import InvalidArgument
-from pdroute_core.bounds import (
-    DEFAULT_CHUNK_SIZE,
-    DEFAULT_DECODE_BATCH_SIZE,
-    MAX_REQUEST_ID_LEN,
-    ROUTE_FIELDS,
-)
+from pdroute_core.bounds import MAX_REQUEST_ID_LEN
 from pdroute_core.output_defaults import OutputLenDefaults
 from pdroute_core.output_learning import OutputLenSnapshot
+from pdroute_core.request_defaults import RouteDefaults, route_inputs
+from pdroute_core.route_fields import ROUTE_FIELDS
 from pdroute_core.routing import RouteInputs
 
 
@@ -81,44 +78,23 @@ class RouteQuery:
         default_tpot_slo_ms: float | None,
         output_learning: OutputLenSnapshot | None = None,
     ) -> RouteInputs:
-        """The model's inputs with the service's defaults applied (as ``app.routes.route.route_inputs``).
+        """The model's inputs with the service's defaults applied (``pdroute_core.request_defaults``,
+        as the service applies them).
 
         ``default_output_len``: one length for every request, or the service's table by prompt length.
         ``output_learning``: the service's output-length snapshot in force, which corrects the told
         length (sent or default) as ``app.routes.route.corrected_inputs`` does; None: no correction.
         """
-        output_len = self.predicted_output_len
-        if output_len is None:
-            output_len = (
-                default_output_len
-                if isinstance(default_output_len, int)
-                else default_output_len.for_prompt(self.prompt_len)
-            )
-        if output_learning is not None:
-            output_len = output_learning.corrected(self.prompt_len, output_len)
-        return RouteInputs(
-            prompt_len=self.prompt_len,
-            predicted_output_len=output_len,
-            system_load=self.system_load,
-            decode_batch_size=(
-                DEFAULT_DECODE_BATCH_SIZE if self.decode_batch_size is None else self.decode_batch_size
-            ),
-            chunk_size=DEFAULT_CHUNK_SIZE if self.chunk_size is None else self.chunk_size,
-            prefill_queue_requests=self.prefill_queue_requests,
-            prefill_queue_tokens=self.prefill_queue_tokens,
-            prefill_running_requests=self.prefill_running_requests,
-            prefill_pool_gpus=self.prefill_pool_gpus,
-            pending_prefill_tokens=self.pending_prefill_tokens,
-            decode_pending_prefill_tokens=self.decode_pending_prefill_tokens,
-            colloc_context_tokens=self.colloc_context_tokens,
-            decode_context_tokens=self.decode_context_tokens,
-            cached_prompt_tokens=self.cached_prompt_tokens,
-            ttft_slo_ms=default_ttft_slo_ms if self.ttft_slo_ms is None else self.ttft_slo_ms,
-            tpot_slo_ms=default_tpot_slo_ms if self.tpot_slo_ms is None else self.tpot_slo_ms,
-            colloc_prefill_tokens_per_s=self.colloc_prefill_tokens_per_s,
-            decode_prefill_tokens_per_s=self.decode_prefill_tokens_per_s,
-            prefill_running_tokens=self.prefill_running_tokens,
-        )
+        if isinstance(default_output_len, int):
+            defaults = RouteDefaults(default_output_len, default_ttft_slo_ms, default_tpot_slo_ms)
+        else:
+            table = default_output_len
+            defaults = RouteDefaults(table.default, default_ttft_slo_ms, default_tpot_slo_ms, table)
+        inputs = route_inputs(self, defaults)
+        if output_learning is None:
+            return inputs
+        corrected = output_learning.corrected(self.prompt_len, inputs.predicted_output_len)
+        return dataclasses.replace(inputs, predicted_output_len=corrected)
 
 
 _FIELD_ORDER = tuple(f.name for f in dataclasses.fields(RouteQuery))
@@ -127,7 +103,8 @@ _FIELD_NAMES = frozenset(_FIELD_ORDER)
 
 def check(query: RouteQuery) -> None:
     """Raise ``InvalidArgument`` for the first field the service's schema would refuse."""
-    for name, bound in ROUTE_FIELDS.items():
+    for bound in ROUTE_FIELDS:
+        name = bound.name
         value = getattr(query, name)
         if value is None:
             if bound.required:

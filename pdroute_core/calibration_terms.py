@@ -1,10 +1,11 @@
 """The terms of the queue-aware model that online calibration corrects, and how corrections apply.
 
 ``contributions`` splits a decision's raw (uncorrected) TTFT and TPOT of one path into the
-terms of ``TERMS`` exactly as ``QueueAwareModel.decide`` computes them (a property test checks
+terms of ``TERMS``, read off the model's own path terms (``QueueAwareModel.collocated`` and
+``disaggregated``, which ``decide`` adds up). A property test checks
 that ``sum_i k_i raw_i`` equals the calibrated model's prediction; where a share itself depends
 on the corrections, a prefill rate's ``rho`` or the decode GPU's pending tokens drained during
-TTFT_d, only approximately, off by the order of ``k - 1``, and exactly at ``k = 1``).
+TTFT_d, only approximately, off by the order of ``k - 1``, and exactly at ``k = 1``.
 ``calibrated_params`` scales the fitted forms by the corrections (the bandwidth is divided by
 the transfer's), and ``calibrated_model`` adds the queue-wait factor the model multiplies in;
 the identity leaves the model itself. The estimator is ``pdroute_core.calibration``;
@@ -14,11 +15,12 @@ docs/calibration.md has the table.
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass
 
 from pdroute_core.params import PARAM_MAX, PARAM_MIN, CostModelParams
 from pdroute_core.routing.queue_aware import QueueAwareModel
+from pdroute_core.routing.queue_aware_forms import TpotTerms
+from pdroute_core.routing.resolve import resolve
 from pdroute_core.routing.types import DISAGGREGATED, Decision, RouteInputs
 
 TERMS = ("prefill", "transfer", "queue_wait", "decode", "chunk")
@@ -59,76 +61,29 @@ class Contributions:
 
 
 def contributions(model: QueueAwareModel, x: RouteInputs, path: Decision) -> Contributions:
-    """Split the raw model's TTFT and TPOT of ``path`` into terms, as ``QueueAwareModel.decide``."""
-    L = float(x.prompt_len)
-    out = float(x.predicted_output_len)
-    c = float(x.chunk_size)
-    h = 0.0 if x.cached_prompt_tokens is None else min(float(x.cached_prompt_tokens), L - 1.0)
-    half_out = 0.5 * out
+    """Split the raw model's TTFT and TPOT of ``path`` into terms: the model's own path terms."""
+    v = resolve(x)
     if path == DISAGGREGATED:
-        Bd = float(x.decode_batch_size)
-        Pd = 0.0 if x.decode_pending_prefill_tokens is None else float(x.decode_pending_prefill_tokens)
-        Kd = Bd * L if x.decode_context_tokens is None else float(x.decode_context_tokens)
-        q = 0.0 if x.prefill_queue_requests is None else float(x.prefill_queue_requests)
-        Q = q * L if x.prefill_queue_tokens is None else float(x.prefill_queue_tokens)
-        G = 1.0 if x.prefill_pool_gpus is None else float(x.prefill_pool_gpus)
-        r = (
-            (G if q > 0.0 else 0.0)
-            if x.prefill_running_requests is None
-            else float(x.prefill_running_requests)
-        )
-        t_prefill = model.prefill_ms(L)
-        t_ahead = model.prefill_ms(Q / q) if q > 0.0 else t_prefill
-        t_run = t_ahead
-        if x.prefill_running_tokens is not None and r > 0.0:
-            t_run = model.prefill_ms(float(x.prefill_running_tokens) / r)
-        wait = (t_run / (G + 1.0) if r >= G else 0.0) + q * t_ahead / G
-        transfer = (L - h) * model.params.transfer_rate_ms_per_token
-        ttft = {"queue_wait": wait, "prefill": t_prefill, "transfer": transfer}
-        # The decode GPU's pending tokens left when this request decodes (the raw TTFT_d's drain).
-        ttft_d = wait * model.queue_wait_scale + (t_prefill + transfer)
-        step_d = model.step_ms(Bd + 1.0, Kd + L + half_out)
-        f_d = model.chunk_ms(c, Bd + 1.0)
-        left = max(0.0, Pd - c * ttft_d / (step_d + f_d))
-        rate = 0.0 if x.decode_prefill_tokens_per_s is None else float(x.decode_prefill_tokens_per_s)
-        tpot = _tpot_terms(model, Bd + 1.0, Kd + L + half_out, left / max(1.0, out - 1.0), c, rate)
-        return Contributions(path, ttft, tpot, x.predicted_output_len)
-    B = float(x.system_load)
-    P = 0.0 if x.pending_prefill_tokens is None else float(x.pending_prefill_tokens)
-    K = B * L if x.colloc_context_tokens is None else float(x.colloc_context_tokens)
-    total = P + L - h
-    n = math.ceil(total / c)
-    rest = total - (n - 1.0) * c
-    if B > 0.0:
-        step = model.step_ms(B, K)
-        ttft = {
-            "decode": 0.5 * step + n * step,
-            "chunk": (n - 1.0) * model.chunk_ms(c, B) + model.chunk_ms(rest, B),
-        }
-    else:
-        ttft = {"prefill": model.prefill_ms(L - h) + (model.prefill_ms(P) if P > 0.0 else 0.0)}
-    rate = 0.0 if x.colloc_prefill_tokens_per_s is None else float(x.colloc_prefill_tokens_per_s)
-    tpot = _tpot_terms(model, B + 1.0, K + L + half_out, 0.0, c, rate)  # P: all before this prompt
-    return Contributions(path, ttft, tpot, x.predicted_output_len)
+        dis = model.disaggregated(v)
+        ttft = {"queue_wait": dis.raw_wait, "prefill": dis.prefill, "transfer": dis.transfer}
+        return Contributions(path, ttft, _tpot_terms(dis.tpot), x.predicted_output_len)
+    col = model.collocated(v)
+    busy = v.system_load > 0.0  # else prefill-only steps on an idle GPU
+    ttft = {"decode": col.steps_ms, "chunk": col.chunks_ms} if busy else {"prefill": col.ttft}
+    return Contributions(path, ttft, _tpot_terms(col.tpot), x.predicted_output_len)
 
 
-def _tpot_terms(
-    model: QueueAwareModel, batch: float, context: float, pending: float, c: float, rate: float
-) -> dict[str, float]:
-    """``QueueAwareModel.tpot_ms`` split: the decode step ``s``; the chunks, pending now and of later
-    prompts (the stretch of the step by ``1 / (1 - rho)``, bounded by ``s + f``, is their time).
-    Without a prefill rate (``rho = 0``) the split is linear in the corrections; with one, ``rho``
-    itself depends on the chunk and decode corrections, so the sum equals the calibrated
-    prediction only approximately (exactly at ``k = 1``). The same holds for the disaggregated
-    path's pending share while the decode GPU's pending tokens drain partly during TTFT_d
-    (``pending`` is the raw model's ``P_left / D``; the drain depends on every correction)."""
-    step = model.step_ms(batch, context)
-    chunk = model.chunk_ms(c, batch)
-    pend = min(1.0, pending / c) * chunk
-    rho = model.prefill_share(rate, step, chunk, c)
-    if rho == 0.0:
-        return {"decode": step, "chunk": pend}
-    return {"decode": step, "chunk": min((step + pend) / (1.0 - rho), step + chunk) - step}
+def _tpot_terms(t: TpotTerms[float]) -> dict[str, float]:
+    """A TPOT split: the decode step ``s``; the chunks, pending now and of later prompts (the
+    stretch of the step by ``1 / (1 - rho)``, bounded by ``s + f``, is their time). Without a
+    prefill rate (``rho = 0``) the split is linear in the corrections; with one, ``rho`` itself
+    depends on the chunk and decode corrections, so the sum equals the calibrated prediction
+    only approximately (exactly at ``k = 1``). The same holds for the disaggregated path's
+    pending share while the decode GPU's pending tokens drain partly during TTFT_d (the raw
+    model's ``P_left / D``; the drain depends on every correction)."""
+    if t.rho == 0.0:
+        return {"decode": t.step, "chunk": t.pending}
+    return {"decode": t.step, "chunk": t.tpot - t.step}
 
 
 def calibrated_params(params: CostModelParams, k: Corrections) -> CostModelParams:

@@ -2,7 +2,7 @@
 
 The path measured is the one a disaggregated deployment would use on this machine:
 
-- peer access between ``src_gpu`` and ``dst_gpu`` (``_check_p2p``): a direct ``dst.copy_(src)``
+- peer access between ``src_gpu`` and ``dst_gpu`` (``has_peer_access``): a direct ``dst.copy_(src)``
   (NVLink, or PCIe peer-to-peer); labelled ``nvlink`` when it beats PCIe 5.0 x16, else ``pcie-p2p``;
 - no peer access: the relay ``src -> pinned host buffer -> dst`` (``pinned-relay``);
 - one GPU: the relay ``GPU -> pinned host -> the same GPU`` (``pinned-relay-single-gpu``);
@@ -35,7 +35,7 @@ class TransferMeasurement:
     timing: Timing  # samples of whole copies (ms)
 
 
-def _check_p2p(src_gpu: int, dst_gpu: int) -> bool:
+def has_peer_access(src_gpu: int, dst_gpu: int) -> bool:
     """True when two distinct visible GPUs can read each other's memory directly."""
     if src_gpu == dst_gpu or not torch.cuda.is_available():
         return False
@@ -54,7 +54,7 @@ def measure_kv_bandwidth(
         timing = time_host_synced(
             lambda: host_dst.copy_(host_src), warmup=warmup, repeats=repeats, sync=lambda: None
         )
-        return _result(num_bytes, timing, "cpu-memcpy (no GPU)", "host memcpy between two CPU buffers")
+        return measurement(num_bytes, timing, "cpu-memcpy (no GPU)", "host memcpy between two CPU buffers")
     count = torch.cuda.device_count()
     if src_gpu >= count:
         raise DeviceUnavailable(f"source GPU {src_gpu} requested but only {count} visible")
@@ -69,11 +69,11 @@ def measure_kv_bandwidth(
         torch.cuda.synchronize(src_gpu)
         torch.cuda.synchronize(dst_index)
 
-    if not single and _check_p2p(src_gpu, dst_gpu):
+    if not single and has_peer_access(src_gpu, dst_gpu):
         timing = time_host_synced(lambda: dst.copy_(src), warmup=warmup, repeats=repeats, sync=sync)
         gbps = num_bytes / (timing.median_ms * 1e6)
         label = "nvlink" if gbps > PCIE5_X16_GBPS else "pcie-p2p"
-        return _result(num_bytes, timing, label, f"peer copy cuda:{src_gpu} -> cuda:{dst_gpu}")
+        return measurement(num_bytes, timing, label, f"peer copy cuda:{src_gpu} -> cuda:{dst_gpu}")
     pinned = torch.empty(num_bytes, dtype=torch.uint8, pin_memory=True)
 
     def relay() -> None:
@@ -84,12 +84,12 @@ def measure_kv_bandwidth(
     timing = time_host_synced(relay, warmup=warmup, repeats=repeats, sync=sync)
     if single:
         detail = f"single GPU: cuda:{src_gpu} -> pinned host -> cuda:{src_gpu}"
-        return _result(num_bytes, timing, "pinned-relay-single-gpu", detail)
+        return measurement(num_bytes, timing, "pinned-relay-single-gpu", detail)
     detail = f"no peer access: cuda:{src_gpu} -> pinned host -> cuda:{dst_gpu}"
-    return _result(num_bytes, timing, "pinned-relay", detail)
+    return measurement(num_bytes, timing, "pinned-relay", detail)
 
 
-def _result(num_bytes: int, timing: Timing, label: str, detail: str) -> TransferMeasurement:
+def measurement(num_bytes: int, timing: Timing, label: str, detail: str) -> TransferMeasurement:
     if timing.median_ms <= 0:
         raise ProfilingError(f"copy of {num_bytes} bytes too fast to time ({timing.median_ms} ms)")
     return TransferMeasurement(num_bytes / (timing.median_ms * 1e6), label, detail, num_bytes, timing)

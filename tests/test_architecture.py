@@ -142,3 +142,52 @@ def test_the_reader_sees_real_edges() -> None:
     assert "pdroute_core.routing.queue_aware" in _imported_by("solver.sim")["solver.sim.policies"]
     assert "solver.params" in _imported_by("app")["app.params_store"]
     assert any(i.startswith("profiling") for i in _imported_by("app")["app.commands.profile"])
+
+
+# NamedTuple's public methods start with an underscore so as not to clash with field names.
+_PUBLIC_UNDERSCORED = frozenset(("_replace", "_asdict", "_fields", "_make", "_field_defaults"))
+_CHECKED_FOR_PRIVATES = (*PACKAGES, "tests", "bench")
+
+
+def _own_private_names(tree: ast.AST) -> set[str]:
+    """The private names a module defines: its functions, classes, assignments, ``self._x``."""
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+            names.add(node.attr)
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+    return {n for n in names if n.startswith("_")}
+
+
+def _private_reads(path: Path, root: Path = ROOT) -> list[str]:
+    """``x._name`` where ``_name`` is another module's private (dunders and ``self`` aside)."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    own = _own_private_names(tree)
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Attribute):
+            continue
+        name = node.attr
+        if not name.startswith("_") or name.startswith("__") or name in _PUBLIC_UNDERSCORED or name in own:
+            continue
+        found.append(f"{path.relative_to(root)}:{node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_no_module_reads_another_modules_private_attributes() -> None:
+    # A module's underscored names are its own: another module (a test included) that needs one
+    # needs a public name instead.
+    paths = [p for top in _CHECKED_FOR_PRIVATES for p in sorted((ROOT / top).rglob("*.py"))]
+    assert [hit for path in paths for hit in _private_reads(path)] == []
+
+
+def test_the_private_attribute_check_sees_a_read(tmp_path: Path) -> None:
+    module = tmp_path / "probe.py"
+    own = "class A:\n    _own = 1\n\n    def f(self) -> int:\n        return A._own + self._own\n"
+    module.write_text("import os\n\nX = os._exit\n\n\n" + own)
+    assert _private_reads(module, tmp_path) == ["probe.py:3: os._exit"]

@@ -16,9 +16,10 @@ from pydantic import ValidationError
 
 from app.commands.usage import UsageError
 from app.route_codec import encoder_for
-from app.routes.route import RouteDefaults, decide
+from app.routes.route import decide
 from app.schemas import RouteRequest
 from app.settings import embedded_params_path
+from pdroute_core.request_defaults import RouteDefaults
 from pdroute_core.routing import AUTO, MODEL_NAMES, OPTIONAL_INPUTS, build_model
 from pdroute_core.routing.queue_aware import DEFAULT_HARM_WEIGHT, DEFAULT_SLO_MARGIN
 from pdroute_core.routing.types import OPTIONAL_RATE_INPUTS, UNLISTED_INPUTS

@@ -41,11 +41,6 @@ from pdroute_core.routing.types import OPTIONAL_LOAD_INPUTS, OPTIONAL_RATE_INPUT
 # The load inputs a scrape can fill, in the order the answer lists their sources.
 ENGINE_FIELDS = ("system_load", "decode_batch_size", *OPTIONAL_LOAD_INPUTS, *OPTIONAL_RATE_INPUTS)
 _RATES = frozenset(OPTIONAL_RATE_INPUTS)
-# What the service assumes for the two design inputs when neither the caller nor a fresh
-# scrape gives them: an idle collocation GPU (as the queue-aware model assumes empty queues)
-# and RouteInputs' own default decode batch.
-ASSUMED_SYSTEM_LOAD = 0
-ASSUMED_DECODE_BATCH_SIZE = 1
 CALLER: dict[str, Any] = {"source": "caller"}
 ASSUMED: dict[str, Any] = {"source": "assumed"}
 

@@ -23,9 +23,10 @@ from app.deps import MetricsDep, SettingsDep, StoreDep
 from app.metrics import Metrics
 from app.output_learning_state import OutputLearningState
 from app.params_store import ParamsStore
-from app.routes.route import RouteDefaults, corrected_inputs, route_inputs
+from app.routes.route import corrected_inputs
 from app.schemas_feedback import FeedbackBatch, FeedbackItem, FeedbackResponse
 from app.settings import Settings
+from pdroute_core.request_defaults import route_inputs
 
 router = APIRouter(tags=["calibration"])
 
@@ -72,7 +73,7 @@ def _apply(items: list[FeedbackItem], deps: _Feedback) -> FeedbackResponse:
     cal, metrics = deps.cal, deps.metrics
     snapshot = deps.store.current
     cal.model_for(snapshot.params_id, snapshot.model)  # the served params, adopted (or reset) now
-    defaults = RouteDefaults.from_settings(deps.settings)
+    defaults = deps.settings.route_defaults()
     unknown: list[str] = []
     counts = {"accepted": 0, "not_calibrated": 0}
     learning = deps.learning

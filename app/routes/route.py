@@ -16,9 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass
-from operator import itemgetter
 from typing import Any
 
 import pydantic_core
@@ -27,7 +24,6 @@ from pydantic.json_schema import JsonSchemaMode
 from starlette.types import Scope
 
 from app.calibration_state import CalibrationState
-from app.engines.autofill import ASSUMED_DECODE_BATCH_SIZE, ASSUMED_SYSTEM_LOAD
 from app.engines.request_fill import RequestFiller, Sources
 from app.error_body import SCOPE_KEY, Answer, error_answer
 from app.errors import status_for, validation_error_body
@@ -38,8 +34,7 @@ from app.params_store import ParamsStore
 from app.route_codec import encoder_for
 from app.schemas import ErrorResponse, RouteBatchRequest, RouteBatchResponse, RouteRequest, RouteResponse
 from app.settings import Settings
-from pdroute_core.output_defaults import OutputLenDefaults
-from pdroute_core.records import from_fields
+from pdroute_core.request_defaults import RouteDefaults, route_inputs
 from pdroute_core.routing import DecisionModel, QueueAwareModel, RouteColumns, RouteInputs
 from solver.errors import PdrouteError
 
@@ -54,60 +49,6 @@ RAW_TERMS = (
     "t_disaggregated_ms",
 )
 _JSON_HEADER = (b"content-type", b"application/json")
-INPUT_FIELDS = tuple(f.name for f in dataclasses.fields(RouteInputs))
-# The request's values of INPUT_FIELDS in one C call (RouteRequest has every one).
-_input_values = itemgetter(*INPUT_FIELDS)
-
-
-@dataclass(frozen=True)
-class RouteDefaults:
-    """What the service assumes for a request's missing fields (from ``Settings``)."""
-
-    output_len: int  # predicted_output_len when a request omits it (and the table is off)
-    ttft_slo_ms: float | None  # PDROUTE_DEFAULT_TTFT_SLO_MS
-    tpot_slo_ms: float | None  # PDROUTE_DEFAULT_TPOT_SLO_MS
-    # PDROUTE_DEFAULT_OUTPUT_LEN_BY_PROMPT: None when off (then output_len, one attribute check).
-    output_table: OutputLenDefaults | None = None
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> RouteDefaults:
-        table = settings.output_len_defaults()
-        return cls(
-            settings.default_output_len,
-            settings.default_ttft_slo_ms,
-            settings.default_tpot_slo_ms,
-            table if table.by_prompt else None,
-        )
-
-
-def route_inputs(
-    req: RouteRequest, defaults: RouteDefaults, filled: Mapping[str, float] | None = None
-) -> RouteInputs:
-    """The model's inputs for one parsed request, the service's defaults applied.
-
-    ``filled`` (from engine metrics, ``app.engines.request_fill``) holds load fields the request
-    did not send: the request's own values always win, as ``RequestFiller`` only fills those.
-    """
-    # Every RouteInputs field, in order, from the parsed request (its fields are a superset).
-    values = dict(zip(INPUT_FIELDS, _input_values(req.__dict__), strict=True))
-    if values["predicted_output_len"] is None:
-        table = defaults.output_table
-        values["predicted_output_len"] = (
-            defaults.output_len if table is None else table.for_prompt(values["prompt_len"])
-        )
-    # None only when the request names an engine target: then filled, or assumed as here.
-    if values["system_load"] is None:
-        values["system_load"] = ASSUMED_SYSTEM_LOAD
-    if values["decode_batch_size"] is None:
-        values["decode_batch_size"] = ASSUMED_DECODE_BATCH_SIZE
-    if values["ttft_slo_ms"] is None:
-        values["ttft_slo_ms"] = defaults.ttft_slo_ms
-    if values["tpot_slo_ms"] is None:
-        values["tpot_slo_ms"] = defaults.tpot_slo_ms
-    if filled:
-        # Only fields the request did not send; filled values replace the assumptions above.
-        values.update(filled)
-    return from_fields(RouteInputs, values)
 
 
 def corrected_inputs(
@@ -129,14 +70,6 @@ def decide(model: DecisionModel, req: RouteRequest, defaults: RouteDefaults) -> 
     """
     inputs = route_inputs(req, defaults)
     return inputs, model.decide(inputs)
-
-
-def decide_batch(
-    model: DecisionModel, reqs: list[RouteRequest], defaults: RouteDefaults
-) -> tuple[list[RouteInputs], list[Any]]:
-    """Many decisions in order through the vectorised model (the same answers as ``decide``)."""
-    inputs = [route_inputs(r, defaults) for r in reqs]
-    return inputs, decide_inputs(model, inputs)
 
 
 def decide_inputs(model: DecisionModel, inputs: list[RouteInputs]) -> list[Any]:
@@ -171,7 +104,7 @@ class RouteEndpoint:
         # Requests naming engine targets (decode_target, ...) are filled from the latest scrape.
         self.filler = filler if filler is not None else RequestFiller(None, time.monotonic, 0.0)
         self.record = metrics.route_recorder()
-        self.defaults = RouteDefaults.from_settings(settings)
+        self.defaults = settings.route_defaults()
         self.max_batch = settings.max_batch_requests
         self.path = "/route/batch" if batch else "/route"
         self.answer = self._answer_batch if batch else self._answer

@@ -1,7 +1,8 @@
 """Routing decisions: what a decision model is, the two models, and the registry by name."""
 
 from pdroute_core.routing.design import AnalyticalCostModel, RouteBatch, RouteBreakdown
-from pdroute_core.routing.queue_aware import QueueAwareBatch, QueueAwareBreakdown, QueueAwareModel
+from pdroute_core.routing.queue_aware import QueueAwareModel
+from pdroute_core.routing.queue_aware_breakdown import QueueAwareBatch, QueueAwareBreakdown
 from pdroute_core.routing.registry import AUTO, MODEL_NAMES, all_reasons, build_model, default_model_name
 from pdroute_core.routing.types import (
     COLLOCATED,

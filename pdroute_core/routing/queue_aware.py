@@ -91,27 +91,26 @@ targets, no recent prefill (R = R' = 0: not listed, the answer is the one before
 existed, bit for bit); no running prefill length (Y: not listed either, the wait is the one
 before it existed, bit for bit). ``decide`` and ``decide_many`` evaluate the same operations
 in the same order on IEEE doubles, so their answers agree bit for bit (a property test checks
-it). The vectorised evaluation lives in ``pdroute_core.routing.queue_aware_block`` (blocks of
-requests, shared among threads for large inputs) with its forms in ``queue_aware_kernels``,
-the reason codes in ``pdroute_core.routing.queue_aware_reasons``.
+it): each path's terms are computed once per representation, ``collocated`` / ``disaggregated``
+on one request's floats and ``collocated_many`` / ``disaggregated_many`` on columns, beside
+each other here; online calibration (``pdroute_core.calibration_terms``) splits a prediction
+into terms by calling the same functions. The defaults are applied once, by
+``pdroute_core.routing.resolve`` from the table of ``pdroute_core.route_fields``; the forms
+are in ``queue_aware_forms``, the answers in ``queue_aware_breakdown``, the reason codes in
+``queue_aware_reasons``.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
-from dataclasses import dataclass
-from itertools import compress
-from typing import Any
+from typing import Generic, NamedTuple, TypeVar
 
 import numpy as np
-import numpy.typing as npt
 
 from pdroute_core.params import CostModelParams
-from pdroute_core.queue_params import QueueAwareParams
 from pdroute_core.records import from_fields
-from pdroute_core.routing import queue_aware_block
-from pdroute_core.routing.queue_aware_block import TERMS
+from pdroute_core.routing.queue_aware_breakdown import FLOAT_TERMS, QueueAwareBatch, QueueAwareBreakdown
+from pdroute_core.routing.queue_aware_forms import QueueAwareForms, TpotTerms
 from pdroute_core.routing.queue_aware_reasons import (
     COMPONENT_REASON,
     REASON_SLO_NONE,
@@ -120,59 +119,45 @@ from pdroute_core.routing.queue_aware_reasons import (
 from pdroute_core.routing.queue_aware_reasons import (
     REASONS as REASONS,  # re-exported: the model's reason set
 )
-from pdroute_core.routing.types import (
-    COLLOCATED,
-    DISAGGREGATED,
-    OPTIONAL_INPUTS,
-    Decision,
-    FloatArray,
-    RouteColumns,
-    RouteInputs,
-)
+from pdroute_core.routing.resolve import Resolved, resolve, resolve_columns
+from pdroute_core.routing.types import COLLOCATED, DISAGGREGATED, FloatArray, RouteColumns, RouteInputs
 
 NAME = "queue-aware"
 DEFAULT_HARM_WEIGHT = 0.0
 DEFAULT_SLO_MARGIN = 0.1
 
+V = TypeVar("V", float, FloatArray)
 
-@dataclass(frozen=True)
-class QueueAwareBreakdown:
-    """One decision of the queue-aware model with every term (ms unless named otherwise)."""
-
-    decision: Decision
-    reason: str
-    t_collocated_ms: float  # predicted end-to-end latency, collocated
-    t_disaggregated_ms: float  # predicted end-to-end latency, disaggregated
-    assumed: tuple[str, ...]  # optional inputs not reported, taken at their defaults
-    meets_slo: bool  # the chosen path is predicted to meet the request's targets
-    ttft_collocated_ms: float
-    ttft_disaggregated_ms: float
-    tpot_collocated_ms: float
-    tpot_disaggregated_ms: float
-    local_backlog_ms: float  # collocated TTFT share spent on prompts pending ahead
-    local_prefill_ms: float  # collocated TTFT share spent on this prompt's chunks
-    chunk_steps: float  # engine steps until the collocated prefill completes
-    prefill_wait_ms: float  # disaggregated: wait for a prefill GPU
-    prefill_ms: float  # disaggregated: the prefill itself
-    transfer_ms: float  # disaggregated: the KV-cache transfer
-    harm_collocated_ms: float  # delay the collocated path adds to other requests
-    harm_disaggregated_ms: float  # delay the disaggregated path adds to other requests
-    harm_weight: float  # w
-    cost_collocated_ms: float  # e2e + w * harm
-    cost_disaggregated_ms: float
-
-    @property
-    def chosen_ttft_ms(self) -> float:
-        """Predicted time to first token of the chosen path (ms)."""
-        return self.ttft_disaggregated_ms if self.decision == DISAGGREGATED else self.ttft_collocated_ms
-
-    @property
-    def chosen_e2e_ms(self) -> float:
-        """Predicted end-to-end latency of the chosen path (ms)."""
-        return self.t_disaggregated_ms if self.decision == DISAGGREGATED else self.t_collocated_ms
+# The reason index of the component ``k`` favouring each path (``decide_many``).
+_COMPONENT_INDEX = {path: [REASONS.index(r) for r in reasons] for path, reasons in COMPONENT_REASON.items()}
 
 
-BREAKDOWN_FIELDS = tuple(f.name for f in dataclasses.fields(QueueAwareBreakdown))
+class Collocated(NamedTuple, Generic[V]):
+    """The collocated path's terms (ms; module docstring)."""
+
+    u: V  # prompt tokens to prefill here (L - h)
+    chunk: V  # f(c, B): a full chunk's addition to a step of the running decodes
+    steps_ms: V  # in_flight + n * s(B, K) with decodes running, else 0
+    chunks_ms: V  # (n - 1) * f(c, B) + f(rest, B) with decodes running, else 0
+    ttft: V
+    backlog: V  # the share spent on the prompts pending ahead
+    own: V  # the share spent on this prompt
+    n: V  # chunk steps
+    tpot: TpotTerms[V]
+    e2e: V
+
+
+class Disaggregated(NamedTuple, Generic[V]):
+    """The disaggregated path's terms (ms; module docstring)."""
+
+    raw_wait: V  # the wait for a prefill GPU before the calibration's factor
+    wait: V
+    prefill: V  # T_P(L)
+    transfer: V
+    remote: V  # prefill + transfer
+    ttft: V
+    tpot: TpotTerms[V]
+    e2e: V
 
 
 def _pressure(predicted_ms: float, target_ms: float) -> float:
@@ -180,41 +165,9 @@ def _pressure(predicted_ms: float, target_ms: float) -> float:
     return 1.0 if target_ms == math.inf else min(1.0, predicted_ms / target_ms)
 
 
-@dataclass(frozen=True)
-class QueueAwareBatch:
-    """Vectorised decisions: one array per term of ``QueueAwareBreakdown``."""
-
-    is_disaggregated: npt.NDArray[np.bool_]
-    meets_slo: npt.NDArray[np.bool_]
-    reason_index: npt.NDArray[np.int64]  # into REASONS
-    optional: dict[str, FloatArray]  # the request's optional inputs (NaN: not reported)
-    harm_weight: float
-    terms: dict[str, FloatArray]  # every name of TERMS
-
-    def decisions(self) -> list[Decision]:
-        return [DISAGGREGATED if d else COLLOCATED for d in self.is_disaggregated.tolist()]
-
-    def rows(self) -> list[QueueAwareBreakdown]:
-        """One breakdown per request, equal to ``decide``'s for the same inputs."""
-        n = int(self.is_disaggregated.shape[0])
-        missing = np.stack([np.isnan(self.optional[name]) for name in OPTIONAL_INPUTS]).T.tolist()
-        assumed: dict[tuple[bool, ...], tuple[str, ...]] = {}  # a few distinct masks per batch
-        for mask in map(tuple, missing):
-            if mask not in assumed:
-                assumed[mask] = tuple(compress(OPTIONAL_INPUTS, mask))
-        by_field: dict[str, list[Any]] = {
-            "decision": [DISAGGREGATED if d else COLLOCATED for d in self.is_disaggregated.tolist()],
-            "reason": [REASONS[r] for r in self.reason_index.tolist()],
-            "assumed": [assumed[tuple(mask)] for mask in missing],
-            "meets_slo": self.meets_slo.tolist(),
-            "harm_weight": [self.harm_weight] * n,
-            **{name: self.terms[name].tolist() for name in TERMS},
-        }
-        columns = [by_field[name] for name in BREAKDOWN_FIELDS]
-        return [
-            from_fields(QueueAwareBreakdown, dict(zip(BREAKDOWN_FIELDS, row, strict=True)))
-            for row in zip(*columns, strict=True)
-        ]
+def _pressure_many(predicted_ms: FloatArray, target_ms: FloatArray) -> FloatArray:
+    """``_pressure`` of each element."""
+    return np.where(target_ms == math.inf, 1.0, np.minimum(1.0, predicted_ms / target_ms))
 
 
 class QueueAwareModel:
@@ -239,156 +192,173 @@ class QueueAwareModel:
         if not (math.isfinite(queue_wait_scale) and queue_wait_scale > 0):
             raise ValueError(f"queue_wait_scale: expected a finite number > 0, got {queue_wait_scale!r}")
         self.params = params
+        self.forms = QueueAwareForms(params)
         # The online calibration's factor on the prefill wait (pdroute_core.calibration); x * 1.0 == x
         # exactly, so at the default every answer keeps its bits.
         self.queue_wait_scale = float(queue_wait_scale)
-        q: QueueAwareParams = params.queue_aware
         self.harm_weight = float(harm_weight)
         self.slo_margin = float(slo_margin)
-        self._feasible = 1.0 - self.slo_margin  # the largest lateness that counts as meeting a target
-        self._pf = float(q.prefill_floor_ms)
-        self._p1 = float(q.prefill_ms_per_token)
-        self._knee = float(q.prefill_knee_tokens)
-        self._a0 = float(q.decode_base_ms)
-        self._a1 = float(q.decode_ms_per_seq)
-        self._a2 = float(q.decode_ms_per_context_token)
-        self._i1 = float(q.chunk_ms_per_token)
-        self._i2 = float(q.chunk_ms_per_token_sq)
-        self._i3 = float(q.chunk_ms_per_token_seq)
-        self._xfer = float(params.bytes_per_token) / (float(params.bandwidth_GBps) * 1e6)
+        self.feasible = 1.0 - self.slo_margin  # the largest lateness that counts as meeting a target
 
-    # --- the forms (scalar) -------------------------------------------------------------------
-    def prefill_ms(self, tokens: float) -> float:
-        """``T_P(u)``: a prefill of ``tokens`` prompt tokens on an idle GPU (ms)."""
-        return self._pf + self._p1 * max(0.0, tokens - self._knee)
+    # --- the paths, for one request and for columns ---------------------------------------------
+    def collocated(self, v: Resolved[float]) -> Collocated[float]:
+        """The collocated path: the prompt prefilled in chunks after the P tokens pending here."""
+        fm = self.forms
+        L, out, B, c, P = (
+            v.prompt_len,
+            v.predicted_output_len,
+            v.system_load,
+            v.chunk_size,
+            v.pending_prefill_tokens,
+        )
+        u = L - min(v.cached_prompt_tokens, L - 1.0)
+        total = P + u
+        n = math.ceil(total / c)
+        rest = total - (n - 1.0) * c
+        chunk = fm.chunk_ms(c, B)
+        if B > 0.0:
+            step = fm.step_ms(B, v.colloc_context_tokens)
+            in_flight = 0.5 * step
+            steps_ms = in_flight + n * step
+            last = fm.chunk_ms(rest, B)
+            chunks_ms = (n - 1.0) * chunk + last
+            ttft = steps_ms + (n - 1.0) * chunk + last  # (each chunk costs a whole step)
+        else:
+            in_flight = steps_ms = chunks_ms = 0.0
+            ttft = fm.prefill_ms(u) + (fm.prefill_ms(P) if P > 0.0 else 0.0)
+        backlog = in_flight + (ttft - in_flight) * (P / total)
+        # The prompts pending here are prefilled before this one (FCFS chunks): none of its decode steps.
+        context = v.colloc_context_tokens + L + 0.5 * out
+        tpot = fm.tpot(B + 1.0, context, 0.0, c, v.colloc_prefill_tokens_per_s)
+        e2e = ttft + (out - 1.0) * tpot.tpot
+        return Collocated(u, chunk, steps_ms, chunks_ms, ttft, backlog, ttft - backlog, float(n), tpot, e2e)
 
-    def step_ms(self, batch: float, context_tokens: float) -> float:
-        """``s(B, K)``: one decode step of ``batch`` sequences holding ``context_tokens`` (ms)."""
-        return self._a0 + self._a1 * batch + self._a2 * context_tokens
+    def collocated_many(self, v: Resolved[FloatArray]) -> Collocated[FloatArray]:
+        """``collocated`` of each request."""
+        fm = self.forms
+        L, out, B, c, P = (
+            v.prompt_len,
+            v.predicted_output_len,
+            v.system_load,
+            v.chunk_size,
+            v.pending_prefill_tokens,
+        )
+        u = L - np.minimum(v.cached_prompt_tokens, L - 1.0)
+        total = P + u
+        n = np.ceil(total / c)
+        rest = total - (n - 1.0) * c
+        chunk = fm.chunk_ms(c, B)
+        busy = B > 0.0
+        step = fm.step_ms(B, v.colloc_context_tokens)
+        in_flight = np.where(busy, 0.5 * step, 0.0)
+        steps_ms = np.where(busy, in_flight + n * step, 0.0)
+        last = fm.chunk_ms(rest, B)
+        chunks_ms = np.where(busy, (n - 1.0) * chunk + last, 0.0)
+        idle = fm.prefill_ms_many(u) + np.where(P > 0.0, fm.prefill_ms_many(P), 0.0)
+        ttft = np.where(busy, steps_ms + (n - 1.0) * chunk + last, idle)
+        backlog = in_flight + (ttft - in_flight) * (P / total)
+        context = v.colloc_context_tokens + L + 0.5 * out
+        tpot = fm.tpot_many(B + 1.0, context, np.zeros_like(L), c, v.colloc_prefill_tokens_per_s)
+        e2e = ttft + (out - 1.0) * tpot.tpot
+        return Collocated(u, chunk, steps_ms, chunks_ms, ttft, backlog, ttft - backlog, n, tpot, e2e)
 
-    def chunk_ms(self, chunk: float, batch: float) -> float:
-        """``f(c, B)``: what ``chunk`` prefill tokens add to a step of ``batch`` decodes (ms)."""
-        return chunk * (self._i1 + self._i2 * chunk + self._i3 * batch)
+    def disaggregated(self, v: Resolved[float]) -> Disaggregated[float]:
+        """The disaggregated path: a wait for the prefill pool, the prefill, the transfer, and
+        decode steps among the decode GPU's own pending chunks (what TTFT_d has not drained)."""
+        fm = self.forms
+        L, out, c, q, G, r = (
+            v.prompt_len, v.predicted_output_len, v.chunk_size,
+            v.prefill_queue_requests, v.prefill_pool_gpus, v.prefill_running_requests,
+        )  # fmt: skip
+        t_prefill = fm.prefill_ms(L)
+        t_ahead = fm.prefill_ms(v.prefill_queue_tokens / q) if q > 0.0 else t_prefill
+        t_run = t_ahead  # the prefill in progress: its own length when reported
+        Y = v.prefill_running_tokens
+        if not math.isnan(Y) and r > 0.0:  # NaN: not reported
+            t_run = fm.prefill_ms(Y / r)
+        raw_wait = (t_run / (G + 1.0) if r >= G else 0.0) + q * t_ahead / G
+        wait = raw_wait * self.queue_wait_scale
+        transfer = (L - min(v.cached_prompt_tokens, L - 1.0)) * fm.transfer_ms_per_token
+        remote = t_prefill + transfer
+        ttft = wait + remote
+        batch, context = v.decode_batch_size + 1.0, v.decode_context_tokens + L + 0.5 * out
+        # The decode GPU prefills c of its pending tokens per step while this request waits for
+        # TTFT_d; what is left falls among its D = max(1, O - 1) decode steps.
+        step, chunk = fm.step_ms(batch, context), fm.chunk_ms(c, batch)
+        left = max(0.0, v.decode_pending_prefill_tokens - c * ttft / (step + chunk))
+        tpot = fm.tpot(batch, context, left / max(1.0, out - 1.0), c, v.decode_prefill_tokens_per_s)
+        e2e = ttft + (out - 1.0) * tpot.tpot
+        return Disaggregated(raw_wait, wait, t_prefill, transfer, remote, ttft, tpot, e2e)
 
-    @staticmethod
-    def prefill_share(tokens_per_s: float, step: float, chunk: float, c: float) -> float:
-        """``rho``: the share of a GPU's time spent on prefill chunks of ``c`` tokens at
-        ``tokens_per_s`` (each chunk adds ``chunk`` ms to a decode step of ``step`` ms).
-
-        ``rate * f / c / 1000``, capped at ``f / (s + f)``: the share when every step carries a
-        full chunk, the most chunked prefill can take (``s / (1 - rho)`` then is ``s + f``). The
-        cap follows from the step forms alone and keeps ``1 - rho > 0``."""
-        return max(0.0, min(tokens_per_s * chunk / c / 1000.0, chunk / (step + chunk)))
-
-    def tpot_ms(self, batch: float, context_tokens: float, pending: float, c: float, rate: float) -> float:
-        """``min((s + min(1, P / c) * f) / (1 - rho), s + f)``, ``s = s(B, K)``, ``f = f(c, B)``
-        (``rho``: ``prefill_share``; ``pending`` is P, the pending prompt tokens per decode step:
-        ``decide`` passes 0 collocated and ``P_left / D`` disaggregated, module docstring). The
-        pending chunks and the later ones share one bound: a step carries at most one chunk, so
-        no TPOT exceeds ``s + f`` (without a rate it never does: the bound changes no bit)."""
-        step = self.step_ms(batch, context_tokens)
-        chunk = self.chunk_ms(c, batch)
-        stretched = (step + min(1.0, pending / c) * chunk) / (1.0 - self.prefill_share(rate, step, chunk, c))
-        return min(stretched, step + chunk)
+    def disaggregated_many(self, v: Resolved[FloatArray]) -> Disaggregated[FloatArray]:
+        """``disaggregated`` of each request."""
+        fm = self.forms
+        L, out, c, q, G, r = (
+            v.prompt_len, v.predicted_output_len, v.chunk_size,
+            v.prefill_queue_requests, v.prefill_pool_gpus, v.prefill_running_requests,
+        )  # fmt: skip
+        t_prefill = fm.prefill_ms_many(L)
+        Y = v.prefill_running_tokens
+        with np.errstate(divide="ignore", invalid="ignore"):  # q = 0, r = 0: not taken
+            t_ahead = np.where(q > 0.0, fm.prefill_ms_many(v.prefill_queue_tokens / q), t_prefill)
+            t_run = np.where(~np.isnan(Y) & (r > 0.0), fm.prefill_ms_many(Y / r), t_ahead)
+        raw_wait = np.where(r >= G, t_run / (G + 1.0), 0.0) + q * t_ahead / G
+        wait = raw_wait * self.queue_wait_scale
+        transfer = (L - np.minimum(v.cached_prompt_tokens, L - 1.0)) * fm.transfer_ms_per_token
+        remote = t_prefill + transfer
+        ttft = wait + remote
+        batch, context = v.decode_batch_size + 1.0, v.decode_context_tokens + L + 0.5 * out
+        step, chunk = fm.step_ms(batch, context), fm.chunk_ms(c, batch)
+        left = np.maximum(0.0, v.decode_pending_prefill_tokens - c * ttft / (step + chunk))
+        tpot = fm.tpot_many(
+            batch, context, left / np.maximum(1.0, out - 1.0), c, v.decode_prefill_tokens_per_s
+        )
+        e2e = ttft + (out - 1.0) * tpot.tpot
+        return Disaggregated(raw_wait, wait, t_prefill, transfer, remote, ttft, tpot, e2e)
 
     # --- one request --------------------------------------------------------------------------
     def decide(self, x: RouteInputs) -> QueueAwareBreakdown:
         """The decision with every term (module docstring)."""
-        L = float(x.prompt_len)
-        out = float(x.predicted_output_len)  # O in the docstring
-        B = float(x.system_load)
-        Bd = float(x.decode_batch_size)
-        c = float(x.chunk_size)
-        h = 0.0 if x.cached_prompt_tokens is None else min(float(x.cached_prompt_tokens), L - 1.0)
-        P = 0.0 if x.pending_prefill_tokens is None else float(x.pending_prefill_tokens)
-        Pd = 0.0 if x.decode_pending_prefill_tokens is None else float(x.decode_pending_prefill_tokens)
-        K = B * L if x.colloc_context_tokens is None else float(x.colloc_context_tokens)
-        Kd = Bd * L if x.decode_context_tokens is None else float(x.decode_context_tokens)
-        q = 0.0 if x.prefill_queue_requests is None else float(x.prefill_queue_requests)
-        Q = q * L if x.prefill_queue_tokens is None else float(x.prefill_queue_tokens)
-        G = 1.0 if x.prefill_pool_gpus is None else float(x.prefill_pool_gpus)
-        if x.prefill_running_requests is None:
-            r = G if q > 0.0 else 0.0
-        else:
-            r = float(x.prefill_running_requests)
-        ttft_slo = math.inf if x.ttft_slo_ms is None else float(x.ttft_slo_ms)
-        tpot_slo = math.inf if x.tpot_slo_ms is None else float(x.tpot_slo_ms)
+        v = resolve(x)
+        col, dis = self.collocated(v), self.disaggregated(v)
+        L, out, B, Bd = v.prompt_len, v.predicted_output_len, v.system_load, v.decode_batch_size
+        c, q, G = v.chunk_size, v.prefill_queue_requests, v.prefill_pool_gpus
+        ttft_slo, tpot_slo = v.ttft_slo_ms, v.tpot_slo_ms
         w = self.harm_weight
-        half_out = 0.5 * out
-        slower = self._a1 + self._a2 * (L + half_out)  # a running decode's step, once this one joins
-        join = (out - 1.0) * slower
-
-        # Collocated.
-        u = L - h
-        total = P + u
-        n = math.ceil(total / c)
-        rest = total - (n - 1.0) * c
-        f_full = self.chunk_ms(c, B)
-        if B > 0.0:
-            step = self.step_ms(B, K)
-            in_flight = 0.5 * step
-            ttft_c = in_flight + n * step + (n - 1.0) * f_full + self.chunk_ms(rest, B)
-        else:
-            in_flight = 0.0
-            ttft_c = self.prefill_ms(u) + (self.prefill_ms(P) if P > 0.0 else 0.0)
-        backlog = in_flight + (ttft_c - in_flight) * (P / total)
-        own_c = ttft_c - backlog
-        rate_c = 0.0 if x.colloc_prefill_tokens_per_s is None else float(x.colloc_prefill_tokens_per_s)
-        # The prompts pending here are prefilled before this one (FCFS chunks): none of its decode steps.
-        tpot_c = self.tpot_ms(B + 1.0, K + L + half_out, 0.0, c, rate_c)
-        e2e_c = ttft_c + (out - 1.0) * tpot_c
-        raw_harm_c = B * u * f_full / c + B * join
-
-        # Disaggregated.
-        t_prefill = self.prefill_ms(L)
-        t_ahead = self.prefill_ms(Q / q) if q > 0.0 else t_prefill
-        t_run = t_ahead  # the prefill in progress: its own length when reported
-        if x.prefill_running_tokens is not None and r > 0.0:
-            t_run = self.prefill_ms(float(x.prefill_running_tokens) / r)
-        wait = ((t_run / (G + 1.0) if r >= G else 0.0) + q * t_ahead / G) * self.queue_wait_scale
-        transfer = (L - h) * self._xfer
-        remote = t_prefill + transfer
-        ttft_d = wait + remote
-        rate_d = 0.0 if x.decode_prefill_tokens_per_s is None else float(x.decode_prefill_tokens_per_s)
-        # The decode GPU prefills c of its pending tokens per step while this request waits for TTFT_d;
-        # what is left falls among its D = max(1, O - 1) decode steps.
-        step_d = self.step_ms(Bd + 1.0, Kd + L + half_out)
-        f_d = self.chunk_ms(c, Bd + 1.0)
-        left = max(0.0, Pd - c * ttft_d / (step_d + f_d))
-        tpot_d = self.tpot_ms(Bd + 1.0, Kd + L + half_out, left / max(1.0, out - 1.0), c, rate_d)
-        e2e_d = ttft_d + (out - 1.0) * tpot_d
-        queue_harm = q * t_prefill / G
+        tpot_c, tpot_d = col.tpot.tpot, dis.tpot.tpot
+        slower = self.forms.decode_ms_per_seq + self.forms.decode_ms_per_context_token * (L + 0.5 * out)
+        join = (out - 1.0) * slower  # a running decode's slower steps once this one joins
         # Harm is priced by how close its victims run to their targets (1 without a target).
-        harm_c = _pressure(tpot_c, tpot_slo) * raw_harm_c
-        harm_d = _pressure(ttft_d, ttft_slo) * queue_harm + _pressure(tpot_d, tpot_slo) * (Bd * join)
-
-        cost_c = e2e_c + w * harm_c
-        cost_d = e2e_d + w * harm_d
-        late_c = max(ttft_c / ttft_slo, tpot_c / tpot_slo)
-        late_d = max(ttft_d / ttft_slo, tpot_d / tpot_slo)
-        ok_c, ok_d = late_c <= self._feasible, late_d <= self._feasible
+        harm_c = _pressure(tpot_c, tpot_slo) * (B * col.u * col.chunk / c + B * join)
+        queue_harm = q * dis.prefill / G
+        harm_d = _pressure(dis.ttft, ttft_slo) * queue_harm + _pressure(tpot_d, tpot_slo) * (Bd * join)
+        cost_c = col.e2e + w * harm_c
+        cost_d = dis.e2e + w * harm_d
+        late_c = max(col.ttft / ttft_slo, tpot_c / tpot_slo)
+        late_d = max(dis.ttft / ttft_slo, tpot_d / tpot_slo)
+        ok_c, ok_d = late_c <= self.feasible, late_d <= self.feasible
         if ok_c and ok_d:
             # Costs within the model's own error of each other are equal: the lower TTFT wins.
             if abs(cost_d - cost_c) <= self.slo_margin * min(cost_c, cost_d):
-                is_disagg = ttft_d < ttft_c
+                is_disagg = dis.ttft < col.ttft
             else:
                 is_disagg = cost_d < cost_c
             diffs = (
                 (
-                    backlog - wait,
-                    own_c - remote,
+                    col.backlog - dis.wait,
+                    col.own - dis.remote,
                     (out - 1.0) * (tpot_c - tpot_d),
                     w * (harm_c - harm_d),
                 )
                 if is_disagg
                 else (
-                    wait - backlog,
-                    remote - own_c,
+                    dis.wait - col.backlog,
+                    dis.remote - col.own,
                     (out - 1.0) * (tpot_d - tpot_c),
                     w * (harm_d - harm_c),
                 )
             )
-            best = 0
+            best = 0  # the first of the largest
             for k in range(1, 4):
                 if diffs[k] > diffs[best]:
                     best = k
@@ -401,8 +371,8 @@ class QueueAwareModel:
             # (the chunks' delay over D steps and the slower shared step), each prefill queued
             # behind it on the pool its TTFT target (the module docstring).
             D = max(1.0, out - 1.0)
-            budget_c = B * (u * f_full / (c * D) + slower) / tpot_slo
-            budget_d = q * t_prefill / (G * ttft_slo) + Bd * slower / tpot_slo
+            budget_c = B * (col.u * col.chunk / (c * D) + slower) / tpot_slo
+            budget_d = q * dis.prefill / (G * ttft_slo) + Bd * slower / tpot_slo
             is_disagg, reason, meets = budget_d < budget_c, REASON_SLO_NONE, False
         # QueueAwareBreakdown's fields in order (from_fields: a tenth of the constructor's cost).
         return from_fields(
@@ -410,20 +380,20 @@ class QueueAwareModel:
             {
                 "decision": DISAGGREGATED if is_disagg else COLLOCATED,
                 "reason": reason,
-                "t_collocated_ms": e2e_c,
-                "t_disaggregated_ms": e2e_d,
+                "t_collocated_ms": col.e2e,
+                "t_disaggregated_ms": dis.e2e,
                 "assumed": x.missing(),
                 "meets_slo": meets,
-                "ttft_collocated_ms": ttft_c,
-                "ttft_disaggregated_ms": ttft_d,
+                "ttft_collocated_ms": col.ttft,
+                "ttft_disaggregated_ms": dis.ttft,
                 "tpot_collocated_ms": tpot_c,
                 "tpot_disaggregated_ms": tpot_d,
-                "local_backlog_ms": backlog,
-                "local_prefill_ms": own_c,
-                "chunk_steps": float(n),
-                "prefill_wait_ms": wait,
-                "prefill_ms": t_prefill,
-                "transfer_ms": transfer,
+                "local_backlog_ms": col.backlog,
+                "local_prefill_ms": col.own,
+                "chunk_steps": col.n,
+                "prefill_wait_ms": dis.wait,
+                "prefill_ms": dis.prefill,
+                "transfer_ms": dis.transfer,
                 "harm_collocated_ms": harm_c,
                 "harm_disaggregated_ms": harm_d,
                 "harm_weight": w,
@@ -434,17 +404,72 @@ class QueueAwareModel:
 
     # --- many requests ------------------------------------------------------------------------
     def decide_many(self, cols: RouteColumns) -> QueueAwareBatch:
-        """``decide`` for every request of ``cols``, vectorised: the same bits.
-
-        Evaluated by ``pdroute_core.routing.queue_aware_block``, in blocks of its ``BLOCK`` requests,
-        on several threads from its ``PARALLEL_MIN_REQUESTS`` requests on (the same bits).
-        """
-        answers = queue_aware_block.decide_many(self, cols)
+        """``decide`` for every request of ``cols``, vectorised: the same operations, the same bits."""
+        v = resolve_columns(cols)
+        col, dis = self.collocated_many(v), self.disaggregated_many(v)
+        L, out, B, Bd = v.prompt_len, v.predicted_output_len, v.system_load, v.decode_batch_size
+        c, q, G = v.chunk_size, v.prefill_queue_requests, v.prefill_pool_gpus
+        ttft_slo, tpot_slo = v.ttft_slo_ms, v.tpot_slo_ms
+        w = self.harm_weight
+        tpot_c, tpot_d = col.tpot.tpot, dis.tpot.tpot
+        slower = self.forms.decode_ms_per_seq + self.forms.decode_ms_per_context_token * (L + 0.5 * out)
+        join = (out - 1.0) * slower
+        harm_c = _pressure_many(tpot_c, tpot_slo) * (B * col.u * col.chunk / c + B * join)
+        queue_harm = q * dis.prefill / G
+        harm_d = _pressure_many(dis.ttft, ttft_slo) * queue_harm + _pressure_many(tpot_d, tpot_slo) * (
+            Bd * join
+        )
+        cost_c = col.e2e + w * harm_c
+        cost_d = dis.e2e + w * harm_d
+        ok_c = np.maximum(col.ttft / ttft_slo, tpot_c / tpot_slo) <= self.feasible
+        ok_d = np.maximum(dis.ttft / ttft_slo, tpot_d / tpot_slo) <= self.feasible
+        close = np.abs(cost_d - cost_c) <= self.slo_margin * np.minimum(cost_c, cost_d)
+        by_cost = np.where(close, dis.ttft < col.ttft, cost_d < cost_c)
+        D = np.maximum(1.0, out - 1.0)
+        budget_c = B * (col.u * col.chunk / (c * D) + slower) / tpot_slo
+        budget_d = q * dis.prefill / (G * ttft_slo) + Bd * slower / tpot_slo
+        both, meets = ok_c & ok_d, ok_c | ok_d
+        is_disagg = np.where(both, by_cost, np.where(meets, ok_d, budget_d < budget_c))
+        # The component favouring the chosen path most, the first of the largest (decide's loop).
+        diffs = (
+            np.where(by_cost, col.backlog - dis.wait, dis.wait - col.backlog),
+            np.where(by_cost, col.own - dis.remote, dis.remote - col.own),
+            np.where(by_cost, (out - 1.0) * (tpot_c - tpot_d), (out - 1.0) * (tpot_d - tpot_c)),
+            np.where(by_cost, w * (harm_c - harm_d), w * (harm_d - harm_c)),
+        )
+        best, top = np.zeros(L.shape, dtype=np.int64), diffs[0]
+        for k in range(1, 4):
+            better = diffs[k] > top
+            best, top = np.where(better, k, best), np.where(better, diffs[k], top)
+        component = np.where(
+            by_cost,
+            np.take(_COMPONENT_INDEX[DISAGGREGATED], best),
+            np.take(_COMPONENT_INDEX[COLLOCATED], best),
+        )
+        outside = np.where(meets, REASONS.index(REASON_SLO_ONLY), REASONS.index(REASON_SLO_NONE))
+        terms = {
+            "t_collocated_ms": col.e2e,
+            "t_disaggregated_ms": dis.e2e,
+            "ttft_collocated_ms": col.ttft,
+            "ttft_disaggregated_ms": dis.ttft,
+            "tpot_collocated_ms": tpot_c,
+            "tpot_disaggregated_ms": tpot_d,
+            "local_backlog_ms": col.backlog,
+            "local_prefill_ms": col.own,
+            "chunk_steps": col.n,
+            "prefill_wait_ms": dis.wait,
+            "prefill_ms": dis.prefill,
+            "transfer_ms": dis.transfer,
+            "harm_collocated_ms": harm_c,
+            "harm_disaggregated_ms": harm_d,
+            "cost_collocated_ms": cost_c,
+            "cost_disaggregated_ms": cost_d,
+        }
         return QueueAwareBatch(
-            is_disaggregated=answers.is_disaggregated,
-            meets_slo=answers.meets_slo,
-            reason_index=answers.reason_index,
+            is_disaggregated=is_disagg,
+            meets_slo=meets,
+            reason_index=np.where(both, component, outside).astype(np.int64),
             optional=cols.optional,
-            harm_weight=self.harm_weight,
-            terms=answers.terms,
+            harm_weight=w,
+            terms={name: np.asarray(terms[name], dtype=np.float64) for name in FLOAT_TERMS},
         )

@@ -24,6 +24,15 @@ from typing import Any, Literal, Protocol
 import numpy as np
 import numpy.typing as npt
 
+from pdroute_core.route_fields import (
+    COLUMN_INPUTS,
+    DESIGN_INPUTS,
+    OPTIONAL_INPUTS,
+    OPTIONAL_LOAD_INPUTS,
+    OPTIONAL_RATE_INPUTS,
+    UNLISTED_INPUTS,
+)
+
 Decision = Literal["collocated", "disaggregated"]
 COLLOCATED: Decision = "collocated"
 DISAGGREGATED: Decision = "disaggregated"
@@ -33,34 +42,23 @@ FloatArray = npt.NDArray[np.float64]
 # Fields every breakdown starts with, in this order; the rest are the model's own terms.
 HEAD_FIELDS = ("decision", "reason", "t_collocated_ms", "t_disaggregated_ms", "assumed")
 
-# The optional inputs that describe the engines' load (a scrape of the engines can report them).
-OPTIONAL_LOAD_INPUTS = (
-    "prefill_queue_requests",
-    "prefill_queue_tokens",
-    "prefill_running_requests",
-    "prefill_pool_gpus",
-    "pending_prefill_tokens",
-    "decode_pending_prefill_tokens",
-    "colloc_context_tokens",
-    "decode_context_tokens",
-)
-# The inputs beyond the design's: each may be missing; a model states what it assumes then.
-OPTIONAL_INPUTS = (*OPTIONAL_LOAD_INPUTS, "cached_prompt_tokens", "ttft_slo_ms", "tpot_slo_ms")
-# Recent prefill rates (prompt tokens per second prefilled on the collocation GPU and on the
-# decode GPU). Optional too, but never listed in ``assumed``: without them the model is the one
-# before they existed (no prefill of later arrivals predicted), every answer bit for bit.
-OPTIONAL_RATE_INPUTS = ("colloc_prefill_tokens_per_s", "decode_prefill_tokens_per_s")
-# Refinements never listed in ``assumed`` either: the rates, and the prompt tokens of the
-# prefills running on the pool (without it the running prefills are taken to be as long as the
-# queued ones, the form before it existed, every answer bit for bit).
-UNLISTED_INPUTS = (*OPTIONAL_RATE_INPUTS, "prefill_running_tokens")
-# Every optional column of ``RouteColumns``.
-COLUMN_INPUTS = (*OPTIONAL_INPUTS, *UNLISTED_INPUTS)
+# The name tuples of the request's fields, derived from their one table (pdroute_core.route_fields).
+__all__ = [
+    "COLUMN_INPUTS",
+    "DESIGN_INPUTS",
+    "OPTIONAL_INPUTS",
+    "OPTIONAL_LOAD_INPUTS",
+    "OPTIONAL_RATE_INPUTS",
+    "UNLISTED_INPUTS",
+]
 
 
 @dataclass(frozen=True)
 class RouteInputs:
-    """One request as the gateway reports it (token counts, ms). ``None`` means "not reported"."""
+    """One request as the gateway reports it (token counts, ms). ``None`` means "not reported".
+
+    The fields of ``pdroute_core.route_fields.ROUTE_FIELDS``, in order (a test compares them);
+    each one's doc and default are there."""
 
     prompt_len: int  # tokens in the prompt
     predicted_output_len: int  # tokens the gateway expects the request to generate
@@ -91,8 +89,7 @@ class RouteInputs:
         return tuple([name for name in OPTIONAL_INPUTS if fields[name] is None])
 
 
-_DESIGN_COLUMNS = ("prompt_len", "predicted_output_len", "system_load", "decode_batch_size", "chunk_size")
-_column_values = attrgetter(*_DESIGN_COLUMNS, *COLUMN_INPUTS)
+_column_values = attrgetter(*DESIGN_INPUTS, *COLUMN_INPUTS)
 
 
 @dataclass(frozen=True)
@@ -113,7 +110,7 @@ class RouteColumns:
     @classmethod
     def from_inputs(cls, rows: Sequence[RouteInputs]) -> RouteColumns:
         """Columns of ``rows`` (``None`` becomes NaN)."""
-        names = (*_DESIGN_COLUMNS, *COLUMN_INPUTS)
+        names = (*DESIGN_INPUTS, *COLUMN_INPUTS)
         # One tuple per row in one C call each; numpy reads None as NaN in a float array.
         table = np.array([_column_values(r) for r in rows], dtype=np.float64).reshape(len(rows), len(names))
         col = {name: np.ascontiguousarray(table[:, j]) for j, name in enumerate(names)}

@@ -89,7 +89,7 @@ def rule_decisions(rule: StaticRule, records: SimRecords) -> BoolArray:
     long_prompt: BoolArray = records.prompt_len > rule.threshold_tokens
     if isinstance(rule, PromptThreshold):
         return long_prompt
-    return long_prompt & (records.prefill_queue_depth < rule.max_queue_depth)
+    return long_prompt & (records.prefill_queue_requests < rule.max_queue_depth)
 
 
 class StaticRuns:

@@ -1,21 +1,13 @@
 """The gateway's view as a decision model's request: ``RouteView`` -> ``RouteInputs``.
 
 A policy wrapping a ``pdroute_core.routing`` model passes ``route_inputs(view)`` to its ``decide``.
-Every optional input is reported (the simulator knows them all), so the model assumes nothing:
-
-| RouteInputs | RouteView |
-|---|---|
-| prefill_queue_requests | prefill_queue_depth |
-| prefill_queue_tokens | prefill_queue_tokens |
-| prefill_running_requests | prefill_inflight |
-| prefill_running_tokens | prefill_inflight_tokens (the running prefills' prompt tokens) |
-| prefill_pool_gpus | num_prefill_gpus (at least 1: without prefill GPUs no policy is asked) |
-| pending_prefill_tokens | colloc_pending_prefill_tokens |
-| decode_pending_prefill_tokens | decode_pending_prefill_tokens |
-| colloc_context_tokens / decode_context_tokens | the same names |
-| cached_prompt_tokens | 0: the simulator has no prefix cache |
-| ttft_slo_ms / tpot_slo_ms | the run's SLO (None when infinite: no target) |
-| colloc_prefill_tokens_per_s / decode_prefill_tokens_per_s | the same names (each GPU's rate) |
+The view's fields carry ``RouteInputs``' names (``pdroute_core.route_fields``), and every
+optional input is reported (the simulator knows them all), so the model assumes nothing. The
+view differs in three ways, each mapped here: the simulator has no prefix cache
+(``cached_prompt_tokens`` 0), a run without an SLO has infinite targets (no target: ``None``),
+and a fleet without prefill GPUs has ``prefill_pool_gpus`` 0 (at least 1 here: without prefill
+GPUs no policy is asked). The view's ``colloc_num_waiting`` is the simulator's own (recorded,
+not an input).
 
 The prefill rates are each GPU's prompt tokens in the steps started over the last
 ``PREFILL_RATE_WINDOW_MS`` (``BatchingGpu.prefill_tokens_per_s``): the past only.
@@ -26,10 +18,15 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+from pdroute_core.request_defaults import RouteDefaults
+from pdroute_core.request_defaults import route_inputs as request_route_inputs
 from pdroute_core.routing.types import RouteInputs
 
 if TYPE_CHECKING:  # policies.py builds its model policies on route_inputs
     from solver.sim.policies import RouteView
+
+# Every input is in the view: no service default applies (the output length is the predictor's).
+_NO_DEFAULTS = RouteDefaults(output_len=1, ttft_slo_ms=None, tpot_slo_ms=None)
 
 
 def _target(ms: float) -> float | None:
@@ -37,25 +34,10 @@ def _target(ms: float) -> float | None:
 
 
 def route_inputs(view: RouteView) -> RouteInputs:
-    """The request and fleet state of ``view`` in a decision model's terms (table above)."""
-    return RouteInputs(
-        prompt_len=view.prompt_len,
-        predicted_output_len=view.predicted_output_len,
-        system_load=view.system_load,
-        decode_batch_size=view.decode_batch_size,
-        chunk_size=view.chunk_size,
-        prefill_queue_requests=view.prefill_queue_depth,
-        prefill_queue_tokens=view.prefill_queue_tokens,
-        prefill_running_requests=view.prefill_inflight,
-        prefill_running_tokens=view.prefill_inflight_tokens,
-        prefill_pool_gpus=max(view.num_prefill_gpus, 1),
-        pending_prefill_tokens=view.colloc_pending_prefill_tokens,
-        decode_pending_prefill_tokens=view.decode_pending_prefill_tokens,
-        colloc_context_tokens=view.colloc_context_tokens,
-        decode_context_tokens=view.decode_context_tokens,
-        cached_prompt_tokens=0,
-        ttft_slo_ms=_target(view.ttft_slo_ms),
-        tpot_slo_ms=_target(view.tpot_slo_ms),
-        colloc_prefill_tokens_per_s=view.colloc_prefill_tokens_per_s,
-        decode_prefill_tokens_per_s=view.decode_prefill_tokens_per_s,
-    )
+    """The request and fleet state of ``view`` in a decision model's terms (module docstring)."""
+    fixed = {
+        "prefill_pool_gpus": max(view.prefill_pool_gpus, 1),
+        "ttft_slo_ms": _target(view.ttft_slo_ms),
+        "tpot_slo_ms": _target(view.tpot_slo_ms),
+    }
+    return request_route_inputs(view, _NO_DEFAULTS, fixed)

@@ -55,7 +55,8 @@ POLICY_NAMES = (
 
 
 class RouteView(NamedTuple):
-    """What the gateway knows about one request and the fleet when the request arrives.
+    """What the gateway knows about one request and the fleet when the request arrives, by
+    ``RouteInputs``' names (``pdroute_core.route_fields``; ``solver.sim.inputs`` maps the rest).
 
     Immutable like the core's frozen dataclasses, but a ``NamedTuple``: the simulator builds one
     per request in its hot loop, and a 16-field tuple is built five times faster.
@@ -71,26 +72,27 @@ class RouteView(NamedTuple):
     predicted_output_len: int  # tokens, from the configured predictor
     system_load: int  # decodes running on the collocation GPU
     decode_batch_size: int  # decodes running on the decode target
-    prefill_queue_depth: int  # requests waiting (not started) for a prefill GPU
-    chunk_size: int  # prefill tokens per engine step on the collocation GPU
+    prefill_queue_requests: int  # requests waiting (not started) for a prefill GPU
+    chunk_size: int  # the engines' step token budget (max_num_batched_tokens), decode tokens included
     colloc_context_tokens: int = 0  # KV tokens of the collocation GPU's running decodes
     # Prompt tokens routed to the collocation GPU for local prefill and not yet in a started
     # step: the rest of its chunked-prefill queue plus prompts waiting for a batch slot.
-    colloc_pending_prefill_tokens: int = 0
+    pending_prefill_tokens: int = 0
     colloc_num_waiting: int = 0  # requests waiting for a batch slot there (prefills and transfers)
     decode_context_tokens: int = 0  # KV tokens of the decode target's running decodes
     # Prompt tokens pending local prefill on the decode target (as on the collocation GPU).
     decode_pending_prefill_tokens: int = 0
     prefill_queue_tokens: int = 0  # prompt tokens of the requests waiting for a prefill GPU
-    prefill_inflight: int = 0  # prefills running now on prefill GPUs
-    prefill_inflight_tokens: int = 0  # their prompt tokens
-    num_prefill_gpus: int = 0  # prefill GPUs in the fleet
+    prefill_running_requests: int = 0  # prefills running now on prefill GPUs
+    prefill_running_tokens: int = 0  # their prompt tokens
+    prefill_pool_gpus: int = 0  # prefill GPUs in the fleet
     ttft_slo_ms: float = math.inf  # the run's TTFT target (ms)
     tpot_slo_ms: float = math.inf  # the run's TPOT target (ms)
     # Prompt tokens per second prefilled on the collocation GPU / the decode target over the last
     # ``PREFILL_RATE_WINDOW_MS`` (steps started then: the past only).
     colloc_prefill_tokens_per_s: float = 0.0
     decode_prefill_tokens_per_s: float = 0.0
+    cached_prompt_tokens: int = 0  # the simulator has no prefix cache
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,7 +173,7 @@ class PromptAndQueueThreshold:
         return f"threshold-queue T={self.threshold_tokens} Q={self.max_queue_depth}"
 
     def decide(self, view: RouteView) -> PolicyAnswer:
-        if view.prompt_len > self.threshold_tokens and view.prefill_queue_depth < self.max_queue_depth:
+        if view.prompt_len > self.threshold_tokens and view.prefill_queue_requests < self.max_queue_depth:
             return ANSWER_DISAGGREGATED
         return ANSWER_COLLOCATED
 

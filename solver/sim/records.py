@@ -34,19 +34,19 @@ VIEW_ROW = (
     "predicted_output_len",
     "system_load",
     "decode_batch_size",
-    "prefill_queue_depth",
+    "prefill_queue_requests",
     "chunk_size",
     "colloc_context_tokens",
-    "colloc_pending_prefill_tokens",
+    "pending_prefill_tokens",
     "colloc_num_waiting",
     "decode_context_tokens",
     "decode_pending_prefill_tokens",
     "prefill_queue_tokens",
-    "prefill_inflight",
-    "prefill_inflight_tokens",
-    "num_prefill_gpus",
+    "prefill_running_requests",
+    "prefill_running_tokens",
+    "prefill_pool_gpus",
 )
-RECORDED_VIEW_FIELDS = tuple(n for n in VIEW_ROW[2:] if n not in ("chunk_size", "num_prefill_gpus"))
+RECORDED_VIEW_FIELDS = tuple(n for n in VIEW_ROW[2:] if n not in ("chunk_size", "prefill_pool_gpus"))
 
 
 def view_columns(views: Sequence[tuple[float, ...]]) -> dict[str, Any]:
@@ -75,15 +75,15 @@ class SimRecords:
     # The view the policy saw (see RouteView for each field's meaning).
     system_load: IntArray
     decode_batch_size: IntArray
-    prefill_queue_depth: IntArray
+    prefill_queue_requests: IntArray
     colloc_context_tokens: IntArray
-    colloc_pending_prefill_tokens: IntArray
+    pending_prefill_tokens: IntArray
     colloc_num_waiting: IntArray
     decode_context_tokens: IntArray
     decode_pending_prefill_tokens: IntArray
     prefill_queue_tokens: IntArray
-    prefill_inflight: IntArray
-    prefill_inflight_tokens: IntArray
+    prefill_running_requests: IntArray
+    prefill_running_tokens: IntArray
     # The policy's answer: predictions for the chosen path (NaN where it gave none or was not
     # asked), "no path meets the SLO", and whether the gateway dropped the request for it.
     predicted_ttft_ms: FloatArray

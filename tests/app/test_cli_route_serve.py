@@ -23,7 +23,7 @@ from pdroute_core.routing import QueueAwareModel, RouteInputs
 from pdroute_core.routing.design import AnalyticalCostModel
 from solver.params import load_params
 from tests.app.conftest import ServeProcess
-from tests.conftest import TEST_PARAMS, write_params
+from tests.factories import TEST_PARAMS, write_params
 
 MODEL = AnalyticalCostModel(params_from_dict(TEST_PARAMS))
 

@@ -17,7 +17,7 @@ from pdroute_core.params import parse_params
 from pdroute_core.routing.queue_aware import QueueAwareModel
 from pdroute_core.routing.types import RouteInputs
 from tests.app.conftest import LiveServer
-from tests.conftest import TEST_QUEUE_AWARE, write_params
+from tests.factories import TEST_QUEUE_AWARE, write_params
 
 ROUTE: dict[str, int] = {
     "prompt_len": 2000,

@@ -11,7 +11,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from pdroute_core.params import params_from_dict
 from pdroute_core.routing.design import AnalyticalCostModel
 from tests.app.conftest import LiveServer
-from tests.conftest import TEST_PARAMS
+from tests.factories import TEST_PARAMS
 
 MODEL = AnalyticalCostModel(params_from_dict(TEST_PARAMS))
 

@@ -10,7 +10,7 @@ import pytest
 
 from app.routes.params import etag_of, matches
 from tests.app.conftest import LiveServer
-from tests.conftest import TEST_QUEUE_AWARE, write_params
+from tests.factories import TEST_QUEUE_AWARE, write_params
 
 
 def test_etag_and_304_over_http(live_server: LiveServer) -> None:

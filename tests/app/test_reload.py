@@ -22,7 +22,7 @@ from app.params_store import LoadedParams, ParamsStore
 from app.reload import install_sighup, remove_sighup, watch_params_file
 from solver.params import MAX_PARAMS_FILE_BYTES
 from tests.app.conftest import LiveServer, ServeProcess
-from tests.conftest import TEST_PARAMS, write_params
+from tests.factories import TEST_PARAMS, write_params
 
 TOKEN = "s3cret-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -340,7 +340,10 @@ def test_a_burst_of_sighups_is_one_reload(params_file: Path) -> None:
     previous = signal.getsignal(signal.SIGHUP)
     asyncio.run(run())
     assert signal.getsignal(signal.SIGHUP) == previous  # restored
-    assert metrics.reloads.labels(trigger="sighup", outcome="success")._value.get() == 2
+    reloads = metrics.registry.get_sample_value(
+        "pdroute_params_reloads_total", {"trigger": "sighup", "outcome": "success"}
+    )
+    assert reloads == 2
 
 
 def test_sighup_storm_from_startup_on_never_kills_the_service(

@@ -14,7 +14,7 @@ from pdroute_core.params import params_from_dict
 from pdroute_core.routing import term_names
 from pdroute_core.routing.design import AnalyticalCostModel
 from tests.app.conftest import LiveServer
-from tests.conftest import TEST_PARAMS
+from tests.factories import TEST_PARAMS
 
 MODEL = AnalyticalCostModel(params_from_dict(TEST_PARAMS))
 

@@ -1,4 +1,4 @@
-"""``route_inputs``: the model's inputs of a parsed request, as the dataclass constructor makes them."""
+"""``route_inputs`` on the service's parsed request, as the dataclass constructor makes the inputs."""
 
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.engines.autofill import ASSUMED_DECODE_BATCH_SIZE, ASSUMED_SYSTEM_LOAD, ENGINE_FIELDS
-from app.routes.route import INPUT_FIELDS, RouteDefaults, route_inputs
+from app.engines.autofill import ENGINE_FIELDS
 from app.schemas import RouteRequest
+from pdroute_core.request_defaults import RouteDefaults, route_inputs
+from pdroute_core.route_fields import FIELD_NAMES as INPUT_FIELDS
 from pdroute_core.routing import RouteInputs
 
 OPTIONAL_COUNTS = (
@@ -49,12 +50,10 @@ def _expected(req: RouteRequest, defaults: RouteDefaults, filled: dict[str, Any]
         predicted_output_len=filled.get(
             "predicted_output_len", req.predicted_output_len or defaults.output_len
         ),
-        system_load=filled.get(
-            "system_load", ASSUMED_SYSTEM_LOAD if req.system_load is None else req.system_load
-        ),
+        system_load=filled.get("system_load", 0 if req.system_load is None else req.system_load),
         decode_batch_size=filled.get(
             "decode_batch_size",
-            ASSUMED_DECODE_BATCH_SIZE if req.decode_batch_size is None else req.decode_batch_size,
+            1 if req.decode_batch_size is None else req.decode_batch_size,
         ),
         chunk_size=req.chunk_size,
         **{

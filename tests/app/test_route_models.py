@@ -23,7 +23,7 @@ from pdroute_core.routing.types import OPTIONAL_RATE_INPUTS, UNLISTED_INPUTS
 from solver.errors import InvalidParams
 from solver.params import load_params
 from tests.app.conftest import LiveServer
-from tests.conftest import write_params
+from tests.factories import write_params
 
 FULL_STATE: dict[str, Any] = {
     "prefill_queue_requests": 3,

@@ -13,9 +13,9 @@ import httpx
 import pytest
 from pydantic import ValidationError
 
-from app.routes.route import RouteDefaults, route_inputs
 from app.schemas import RouteRequest
 from app.settings import InvalidSettings, Settings
+from pdroute_core.request_defaults import route_inputs
 
 TABLE = "1024:340,2048:80,8192:40"
 EXPECTED = {1: 200, 1023: 200, 1024: 340, 2047: 340, 2048: 80, 8191: 80, 8192: 40, 100_000: 40}
@@ -59,7 +59,7 @@ def test_params_carries_the_table(make_server: Any, queue_aware_params_file: Pat
 
 
 def test_with_the_table_off_route_inputs_use_the_one_default() -> None:
-    defaults = RouteDefaults.from_settings(Settings(default_output_len=123))
+    defaults = Settings(default_output_len=123).route_defaults()
     assert defaults.output_table is None
     for prompt_len in (1, 2048, 10**6):
         req = RouteRequest.model_validate({"prompt_len": prompt_len, "system_load": 1})
@@ -67,7 +67,7 @@ def test_with_the_table_off_route_inputs_use_the_one_default() -> None:
 
 
 def test_the_table_sets_route_inputs() -> None:
-    defaults = RouteDefaults.from_settings(Settings(default_output_len_by_prompt=TABLE))
+    defaults = Settings(default_output_len_by_prompt=TABLE).route_defaults()
     for prompt_len, tokens in EXPECTED.items():
         req = RouteRequest.model_validate({"prompt_len": prompt_len, "system_load": 1})
         assert route_inputs(req, defaults).predicted_output_len == tokens

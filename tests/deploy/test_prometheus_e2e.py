@@ -23,11 +23,11 @@ import pytest
 from tests.app.conftest import ServeProcess, free_port
 from tests.app.engines.engine_server import EngineServer
 from tests.app.engines.expositions import vllm_text
-from tests.conftest import write_params
 from tests.deploy import prometheus_server
 from tests.deploy.conftest import DASHBOARD, RULES_FILE, require_tool
 from tests.deploy.prometheus_server import PrometheusServer
 from tests.deploy.promql import dashboard_expressions, rule_expressions
+from tests.factories import write_params
 
 NUM_COLLOCATED = 180
 NUM_DISAGGREGATED = 120

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from solver.params import load_params
-from tests.conftest import write_params
 from tests.deploy.conftest import DEPLOY
 from tests.deploy.fake_kube_api import CONFIGMAP, NAMESPACE, TOKEN, FakeApi
+from tests.factories import write_params
 
 SCRIPT = DEPLOY / "profiler" / "publish_params.py"
 

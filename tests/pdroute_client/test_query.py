@@ -8,10 +8,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from app.routes.route import RouteDefaults, route_inputs
 from app.schemas import RouteRequest
 from pdroute_client import InvalidArgument, RouteQuery
-from pdroute_core.bounds import ROUTE_FIELDS
+from pdroute_core.request_defaults import RouteDefaults, route_inputs
+from pdroute_core.route_fields import FIELD_NAMES
 
 # Values around every bound, of every type a gateway might pass by mistake.
 EDGES = st.sampled_from(
@@ -45,7 +45,7 @@ EDGES = st.sampled_from(
 )
 REQUESTS = st.fixed_dictionaries(
     {"prompt_len": EDGES, "system_load": EDGES},
-    optional={name: EDGES for name in ROUTE_FIELDS if name not in ("prompt_len", "system_load")},
+    optional={name: EDGES for name in FIELD_NAMES if name not in ("prompt_len", "system_load")},
 )
 
 

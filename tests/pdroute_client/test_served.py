@@ -13,12 +13,13 @@ import httpx
 import pytest
 
 from app.output_learning_state import OFF_SUMMARY, OutputLearningState
-from app.routes.route import RouteDefaults, corrected_inputs, route_inputs
+from app.routes.route import corrected_inputs
 from app.schemas import RouteRequest
 from pdroute_client import Answer, Client, RouteQuery, ServedParams
 from pdroute_core.errors import InvalidParams
 from pdroute_core.output_defaults import OutputLenDefaults
 from pdroute_core.output_learning import OutputLearningConfig
+from pdroute_core.request_defaults import RouteDefaults, route_inputs
 from tests.app.conftest import Running
 
 DOC: dict[str, Any] = json.loads(

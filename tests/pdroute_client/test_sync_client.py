@@ -16,7 +16,7 @@ from app.main import create_app
 from app.settings import Settings
 from pdroute_client import BreakerConfig, Client, InvalidArgument, RouteQuery, StaticFallback
 from tests.app.conftest import Running
-from tests.conftest import TEST_QUEUE_AWARE, write_params
+from tests.factories import TEST_QUEUE_AWARE, write_params
 from tests.pdroute_client.conftest import Slow, fixed, nowhere
 
 QUERIES = [

@@ -20,7 +20,7 @@ from pdroute_core.calibration_terms import (
 from pdroute_core.params import params_from_dict
 from pdroute_core.routing.queue_aware import QueueAwareModel
 from pdroute_core.routing.types import COLLOCATED, DISAGGREGATED, RouteColumns, RouteInputs
-from tests.conftest import TEST_PARAMS
+from tests.factories import TEST_PARAMS
 
 FORMS = {
     "prefill_floor_ms": 10.0,

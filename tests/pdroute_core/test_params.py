@@ -12,7 +12,7 @@ import pytest
 
 from pdroute_core.errors import InvalidParams
 from pdroute_core.params import PARAM_NAMES, CostModelParams, parse_params
-from tests.conftest import TEST_PARAMS
+from tests.factories import TEST_PARAMS
 
 # The design's RTX 4090 figures (gamma, pinned-relay bandwidth, Qwen3-8B KV bytes, batch_thresh)
 # with round alpha and beta.

@@ -11,8 +11,7 @@ from hypothesis import given, settings
 from pdroute_core.params import params_from_dict
 from pdroute_core.records import from_fields
 from pdroute_core.routing import AnalyticalCostModel, RouteInputs
-from tests.conftest import TEST_PARAMS
-from tests.pdroute_core.routing.test_queue_aware import _model, _request
+from tests.factories import TEST_PARAMS, qa_model, route_inputs_st
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,7 +47,7 @@ def _assert_constructed(obj: Any) -> None:
 
 
 @settings(max_examples=150, deadline=None)
-@given(_request)
+@given(route_inputs_st)
 def test_every_breakdown_is_built_whole(x: RouteInputs) -> None:
     _assert_constructed(AnalyticalCostModel(params_from_dict(TEST_PARAMS)).decide(x))
-    _assert_constructed(_model(harm_weight=1.0).decide(x))
+    _assert_constructed(qa_model(harm_weight=1.0).decide(x))

@@ -19,10 +19,10 @@ def test_cpu_only_measures_a_labelled_host_memcpy() -> None:
 
 def test_no_peer_access_without_two_gpus(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    assert not transfer._check_p2p(0, 1)
-    assert not transfer._check_p2p(0, 0)
+    assert not transfer.has_peer_access(0, 1)
+    assert not transfer.has_peer_access(0, 0)
 
 
 def test_an_untimeable_copy_is_an_error() -> None:
     with pytest.raises(ProfilingError, match="too fast"):
-        transfer._result(10, Timing(0.0, (0.0,)), "x", "y")
+        transfer.measurement(10, Timing(0.0, (0.0,)), "x", "y")

@@ -20,7 +20,7 @@ from pdroute_core.params import CostModelParams, ParamsMetadata, parse_params
 from pdroute_core.routing.design import AnalyticalCostModel
 from solver.errors import InvalidParams
 from solver.params import MAX_PARAMS_FILE_BYTES, load_params, load_params_and_bytes, save_params
-from tests.conftest import TEST_PARAMS, write_params
+from tests.factories import TEST_PARAMS, write_params
 
 
 def test_bad_params_files_name_the_file(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from pdroute_core.params import CostModelParams, params_from_dict
 from pdroute_core.routing.design import AnalyticalCostModel
 from pdroute_core.routing.types import COLLOCATED, DISAGGREGATED
-from tests.conftest import TEST_PARAMS
+from tests.factories import TEST_PARAMS
 
 # The design's RTX 4090 figures (gamma, pinned-relay bandwidth, Qwen3-8B KV bytes, batch_thresh)
 # with round alpha and beta.

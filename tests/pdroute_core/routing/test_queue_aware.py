@@ -24,38 +24,16 @@ from pdroute_core.routing import (
     all_reasons,
     build_model,
     default_model_name,
-    queue_aware_block,
     term_names,
 )
 from pdroute_core.routing.queue_aware import REASONS
-from pdroute_core.routing.queue_aware_block import BLOCK
 from solver.errors import InvalidParams
-from tests.conftest import TEST_PARAMS
-
-# Round forms so every term below can be checked by hand.
-FORMS = {
-    "prefill_floor_ms": 10.0,
-    "prefill_ms_per_token": 0.02,
-    "prefill_knee_tokens": 100.0,
-    "decode_base_ms": 5.0,
-    "decode_ms_per_seq": 0.01,
-    "decode_ms_per_context_token": 1e-5,
-    "chunk_ms_per_token": 0.01,
-    "chunk_ms_per_token_sq": 0.0,
-    "chunk_ms_per_token_seq": 0.0,
-}
-# TEST_PARAMS: bytes_per_token 147456, bandwidth 12.9 GB/s.
-XFER = 147456 / 12.9e6
-
-
-def _model(harm_weight: float = 0.0, **forms: float) -> QueueAwareModel:
-    doc: dict[str, Any] = {**TEST_PARAMS, "schema_version": 2, "queue_aware": {**FORMS, **forms}}
-    return QueueAwareModel(params_from_dict(doc), harm_weight=harm_weight)
+from tests.factories import FORMS, TEST_PARAMS, XFER, qa_model, random_route_inputs, route_inputs_st
 
 
 def test_collocated_terms_by_hand() -> None:
     # L=1000, O=101, B=10 decodes with K=20000 context tokens, chunk 256, 100 tokens pending.
-    b = _model().decide(
+    b = qa_model().decide(
         RouteInputs(1000, 101, 10, 10, 256, pending_prefill_tokens=100, colloc_context_tokens=20_000)
     )
     # P + u = 1100 -> n = ceil(1100/256) = 5 steps, the last carrying 1100 - 4*256 = 76 tokens.
@@ -83,25 +61,25 @@ def test_a_prefill_rate_stretches_the_decode_step_by_hand() -> None:
     # 20,000 / 256 chunks per second of 2.56 ms each: a fifth of the GPU's time is prefill.
     rho = 20_000 * chunk / 256 / 1000
     assert rho == pytest.approx(0.2) and rho < chunk / (step + chunk)  # below the cap
-    b = _model().decide(dataclasses.replace(x, colloc_prefill_tokens_per_s=20_000.0))
+    b = qa_model().decide(dataclasses.replace(x, colloc_prefill_tokens_per_s=20_000.0))
     assert b.tpot_collocated_ms == pytest.approx(step / (1 - rho))
-    assert b.tpot_disaggregated_ms == _model().decide(x).tpot_disaggregated_ms  # the decode GPU's own rate
-    d = _model().decide(dataclasses.replace(x, decode_prefill_tokens_per_s=20_000.0))
+    assert b.tpot_disaggregated_ms == qa_model().decide(x).tpot_disaggregated_ms  # the decode GPU's own rate
+    d = qa_model().decide(dataclasses.replace(x, decode_prefill_tokens_per_s=20_000.0))
     assert d.tpot_disaggregated_ms == pytest.approx(
         (5.0 + 0.01 * 11 + 1e-5 * (10 * 1000 + 1050.5)) / (1 - rho)
     )
     # Beyond what the GPU can prefill, capped where every step carries a full chunk: s + f.
-    capped = _model().decide(dataclasses.replace(x, colloc_prefill_tokens_per_s=1e9))
+    capped = qa_model().decide(dataclasses.replace(x, colloc_prefill_tokens_per_s=1e9))
     assert capped.tpot_collocated_ms == pytest.approx(step + chunk)
     assert math.isfinite(capped.t_collocated_ms)
     # Pending chunks and later ones share that bound: on the decode GPU, a full chunk left for each
     # of the 100 decode steps already fills them.
     step_d = 5.0 + 0.01 * 11 + 1e-5 * (10 * 1000 + 1050.5)
-    ttft_d = _model().decide(x).ttft_disaggregated_ms
+    ttft_d = qa_model().decide(x).ttft_disaggregated_ms
     drained = 256 * ttft_d / (step_d + chunk)  # prefilled there while this request waits for TTFT_d
     full = dataclasses.replace(x, decode_pending_prefill_tokens=40_000, decode_prefill_tokens_per_s=20_000.0)
     assert 40_000 - drained > 100 * 256
-    assert _model().decide(full).tpot_disaggregated_ms == pytest.approx(step_d + chunk)
+    assert qa_model().decide(full).tpot_disaggregated_ms == pytest.approx(step_d + chunk)
     half_left = round(drained) + 6400  # about a quarter chunk left per decode step
     half = dataclasses.replace(
         x, decode_pending_prefill_tokens=half_left, decode_prefill_tokens_per_s=5_000.0
@@ -109,15 +87,15 @@ def test_a_prefill_rate_stretches_the_decode_step_by_hand() -> None:
     rho_half = 5_000 * chunk / 256 / 1000
     share = (half_left - drained) / 100 / 256
     assert 0.2 < share < 0.3
-    assert _model().decide(half).tpot_disaggregated_ms == pytest.approx(
+    assert qa_model().decide(half).tpot_disaggregated_ms == pytest.approx(
         (step_d + share * chunk) / (1 - rho_half)
     )
 
 
 def test_without_a_rate_every_answer_keeps_its_bits() -> None:
     x = RouteInputs(1000, 101, 10, 10, 256, pending_prefill_tokens=300, colloc_context_tokens=20_000)
-    plain = _model().decide(x)
-    zero = _model().decide(
+    plain = qa_model().decide(x)
+    zero = qa_model().decide(
         dataclasses.replace(x, colloc_prefill_tokens_per_s=0.0, decode_prefill_tokens_per_s=0.0)
     )
     assert zero == plain  # rho = 0: x / 1.0 == x, and the rates are not in ``assumed``
@@ -126,7 +104,7 @@ def test_without_a_rate_every_answer_keeps_its_bits() -> None:
 
 def test_disaggregated_terms_by_hand() -> None:
     # 2 prefill GPUs, both busy, 3 requests holding 1,500 tokens waiting.
-    b = _model().decide(
+    b = qa_model().decide(
         RouteInputs(
             1000,
             101,
@@ -154,37 +132,37 @@ def test_disaggregated_terms_by_hand() -> None:
 
 
 def test_idle_gpu_prefills_without_decode_steps() -> None:
-    b = _model().decide(RouteInputs(600, 10, 0, 0, 256, pending_prefill_tokens=300))
+    b = qa_model().decide(RouteInputs(600, 10, 0, 0, 256, pending_prefill_tokens=300))
     assert b.ttft_collocated_ms == pytest.approx((10 + 0.02 * 500) + (10 + 0.02 * 200))
     assert b.harm_collocated_ms == 0.0
 
 
 def test_prefix_hit_saves_local_prefill_and_transfer() -> None:
-    hit = _model().decide(RouteInputs(1000, 10, 4, 4, 256, cached_prompt_tokens=900))
-    miss = _model().decide(RouteInputs(1000, 10, 4, 4, 256, cached_prompt_tokens=0))
+    hit = qa_model().decide(RouteInputs(1000, 10, 4, 4, 256, cached_prompt_tokens=900))
+    miss = qa_model().decide(RouteInputs(1000, 10, 4, 4, 256, cached_prompt_tokens=0))
     assert hit.chunk_steps == 1.0 and miss.chunk_steps == 4.0
     assert hit.transfer_ms == pytest.approx(100 * XFER)
     assert hit.prefill_ms == miss.prefill_ms  # the prefill GPU has no cache: full prompt
     # A hit never costs more than the whole prompt; a hit of the whole prompt still computes one token.
-    assert _model().decide(
+    assert qa_model().decide(
         RouteInputs(10, 10, 4, 4, 256, cached_prompt_tokens=10)
     ).transfer_ms == pytest.approx(XFER)
 
 
 def test_defaults_are_listed_and_used() -> None:
-    b = _model().decide(RouteInputs(512, 100, 3, 3, 256))
+    b = qa_model().decide(RouteInputs(512, 100, 3, 3, 256))
     assert b.assumed == OPTIONAL_INPUTS
     given_all = RouteInputs(512, 100, 3, 3, 256, **{name: 1 for name in OPTIONAL_INPUTS})
-    assert _model().decide(given_all).assumed == ()
+    assert qa_model().decide(given_all).assumed == ()
     # Missing context means running decodes like this prompt: K = B * L.
-    explicit = _model().decide(RouteInputs(512, 100, 3, 3, 256, colloc_context_tokens=3 * 512))
+    explicit = qa_model().decide(RouteInputs(512, 100, 3, 3, 256, colloc_context_tokens=3 * 512))
     assert explicit.ttft_collocated_ms == b.ttft_collocated_ms
     # No queue reported: no wait.
     assert b.prefill_wait_ms == 0.0
 
 
 def test_a_long_prefill_queue_keeps_requests_local() -> None:
-    model = _model()
+    model = qa_model()
     decisions = [
         model.decide(
             RouteInputs(
@@ -224,16 +202,16 @@ def test_local_backlog_sends_requests_away() -> None:
     same_gpu = RouteInputs(
         2000, 100, 20, 20, 512, pending_prefill_tokens=20_000, decode_pending_prefill_tokens=20_000
     )
-    b = _model().decide(same_gpu)
+    b = qa_model().decide(same_gpu)
     assert b.decision == "disaggregated" and b.reason == "local_backlog"
 
 
 def test_slo_decides_when_one_path_is_feasible() -> None:
     base = RouteInputs(2000, 100, 20, 20, 512, pending_prefill_tokens=4000)
-    free = _model().decide(base)
+    free = qa_model().decide(base)
     # A TTFT target between the two paths' TTFTs picks the faster one, whatever the cost.
     lo, hi = sorted((free.ttft_collocated_ms, free.ttft_disaggregated_ms))
-    tight = _model(harm_weight=100.0).decide(dataclasses.replace(base, ttft_slo_ms=(lo + hi) / 2 / 0.9))
+    tight = qa_model(harm_weight=100.0).decide(dataclasses.replace(base, ttft_slo_ms=(lo + hi) / 2 / 0.9))
     assert tight.reason == "slo_only_feasible" and tight.meets_slo
     fast = "collocated" if free.ttft_collocated_ms < free.ttft_disaggregated_ms else "disaggregated"
     assert tight.decision == fast
@@ -241,28 +219,28 @@ def test_slo_decides_when_one_path_is_feasible() -> None:
     # prefill queue: the pool delays no one's first token, while its chunks would delay the 20
     # running decodes here (the step both paths slow alike): disaggregated.
     targets = dataclasses.replace(base, ttft_slo_ms=lo / 2, tpot_slo_ms=50.0)
-    none = _model().decide(targets)
+    none = qa_model().decide(targets)
     assert none.reason == "slo_none_feasible" and not none.meets_slo
     assert none.decision == "disaggregated"
     # 500 prompts queued on the pool would each start later: it stays local.
-    queued = _model().decide(dataclasses.replace(targets, prefill_queue_requests=500))
+    queued = qa_model().decide(dataclasses.replace(targets, prefill_queue_requests=500))
     assert queued.decision == "collocated" and not queued.meets_slo
     # Without a TPOT target the decodes' delay breaks no target, and without a queue the pool
     # delays no one: a tie, collocated.
-    assert _model().decide(dataclasses.replace(base, ttft_slo_ms=lo / 2)).decision == "collocated"
+    assert qa_model().decide(dataclasses.replace(base, ttft_slo_ms=lo / 2)).decision == "collocated"
 
 
 def test_harm_weight_prices_the_running_decodes() -> None:
     x = RouteInputs(1000, 200, 64, 64, 512, prefill_queue_requests=2, prefill_pool_gpus=2)
-    selfish, social = _model(0.0).decide(x), _model(1.0).decide(x)
+    selfish, social = qa_model(0.0).decide(x), qa_model(1.0).decide(x)
     assert selfish.cost_collocated_ms == selfish.t_collocated_ms
     assert social.cost_collocated_ms == pytest.approx(social.t_collocated_ms + social.harm_collocated_ms)
     assert social.harm_weight == 1.0
     # With targets, harm counts in proportion to how close its victims run to them.
     raw = social.harm_collocated_ms
-    loose = _model(1.0).decide(dataclasses.replace(x, tpot_slo_ms=social.tpot_collocated_ms * 4))
+    loose = qa_model(1.0).decide(dataclasses.replace(x, tpot_slo_ms=social.tpot_collocated_ms * 4))
     assert loose.harm_collocated_ms == pytest.approx(raw / 4)
-    tight = _model(1.0).decide(dataclasses.replace(x, tpot_slo_ms=social.tpot_collocated_ms / 2))
+    tight = qa_model(1.0).decide(dataclasses.replace(x, tpot_slo_ms=social.tpot_collocated_ms / 2))
     assert tight.harm_collocated_ms == pytest.approx(raw)
 
 
@@ -274,39 +252,14 @@ def test_breakdown_fields_and_reasons_are_bounded() -> None:
 
 
 # --- scalar == vectorised, bit for bit -----------------------------------------------------------
-_opt = st.one_of(st.none(), st.integers(0, 200_000))
-_request = st.builds(
-    RouteInputs,
-    prompt_len=st.integers(1, 100_000),
-    predicted_output_len=st.integers(1, 20_000),
-    system_load=st.integers(0, 1024),
-    decode_batch_size=st.integers(0, 1024),
-    chunk_size=st.integers(1, 8192),
-    prefill_queue_requests=st.one_of(st.none(), st.integers(0, 500)),
-    prefill_queue_tokens=_opt,
-    prefill_running_requests=st.one_of(st.none(), st.integers(0, 64)),
-    prefill_pool_gpus=st.one_of(st.none(), st.integers(1, 64)),
-    pending_prefill_tokens=_opt,
-    decode_pending_prefill_tokens=_opt,
-    colloc_context_tokens=_opt,
-    decode_context_tokens=_opt,
-    cached_prompt_tokens=st.one_of(st.none(), st.integers(0, 100_000)),
-    ttft_slo_ms=st.one_of(st.none(), st.floats(1.0, 10_000.0)),
-    tpot_slo_ms=st.one_of(st.none(), st.floats(1.0, 500.0)),
-    colloc_prefill_tokens_per_s=st.one_of(st.none(), st.floats(0.0, 1e7)),
-    decode_prefill_tokens_per_s=st.one_of(st.none(), st.floats(0.0, 1e7)),
-    prefill_running_tokens=st.one_of(st.none(), st.integers(0, 10_000_000)),
-)
-
-
 @settings(max_examples=60, deadline=None)
-@given(st.lists(_request, min_size=1, max_size=40), st.sampled_from([0.0, 0.25, 1.0]))
+@given(st.lists(route_inputs_st, min_size=1, max_size=40), st.sampled_from([0.0, 0.25, 1.0]))
 def test_decide_many_equals_decide_bit_for_bit(rows: list[RouteInputs], w: float) -> None:
     rows = [
         dataclasses.replace(r, cached_prompt_tokens=None) if r.cached_prompt_tokens is None else r
         for r in rows
     ]
-    model = _model(w, chunk_ms_per_token_sq=1e-5, chunk_ms_per_token_seq=2e-5)
+    model = qa_model(w, chunk_ms_per_token_sq=1e-5, chunk_ms_per_token_seq=2e-5)
     batch = model.decide_many(RouteColumns.from_inputs(rows))
     assert batch.rows() == [model.decide(r) for r in rows]
     assert batch.decisions() == [model.decide(r).decision for r in rows]
@@ -314,9 +267,9 @@ def test_decide_many_equals_decide_bit_for_bit(rows: list[RouteInputs], w: float
 
 def test_every_term_is_finite_at_the_bounds() -> None:
     big = RouteInputs(2**24, 2**24, 10**6, 10**6, 2**24, *(10**9,) * 9, 1e9, 1e9, 10**9)
-    b = _model().decide(big)
+    b = qa_model().decide(big)
     assert all(math.isfinite(v) for v in dataclasses.astuple(b) if isinstance(v, float))
-    batch = _model().decide_many(RouteColumns.from_inputs([big]))
+    batch = qa_model().decide_many(RouteColumns.from_inputs([big]))
     assert all(np.isfinite(v).all() for v in batch.terms.values())
 
 
@@ -368,14 +321,14 @@ def test_schema_two_round_trips_and_schema_one_keeps_its_bytes() -> None:
 
 def test_the_margin_keeps_predictions_clear_of_the_target() -> None:
     x = RouteInputs(1000, 100, 0, 0, 256, pending_prefill_tokens=0, prefill_queue_requests=0)
-    ttft = _model().decide(x).ttft_collocated_ms
+    ttft = qa_model().decide(x).ttft_collocated_ms
     # Predicted exactly at the target: met only without a margin.
     at_target = dataclasses.replace(x, ttft_slo_ms=ttft)
     doc: dict[str, Any] = {**TEST_PARAMS, "schema_version": 2, "queue_aware": FORMS}
     strict = QueueAwareModel(params_from_dict(doc), slo_margin=0.0).decide(at_target)
     assert strict.meets_slo
-    assert not _model().decide(dataclasses.replace(x, ttft_slo_ms=ttft * 1.05)).meets_slo or (
-        _model().decide(dataclasses.replace(x, ttft_slo_ms=ttft * 1.05)).ttft_disaggregated_ms
+    assert not qa_model().decide(dataclasses.replace(x, ttft_slo_ms=ttft * 1.05)).meets_slo or (
+        qa_model().decide(dataclasses.replace(x, ttft_slo_ms=ttft * 1.05)).ttft_disaggregated_ms
         <= ttft * 1.05 * 0.9
     )
     with pytest.raises(ValueError, match="slo_margin"):
@@ -388,56 +341,8 @@ def test_design_only_columns_are_independent_arrays() -> None:
     assert all(np.isnan(v).all() for name, v in cols.optional.items() if name != "pending_prefill_tokens")
 
 
-def _random_rows(n: int, seed: int, missing: float = 0.2) -> list[RouteInputs]:
-    """``n`` requests, each optional input missing with probability ``missing``."""
-    rng = np.random.default_rng(seed)
-
-    def maybe(low: int, high: int) -> list[int | None]:
-        return [None if rng.random() < missing else int(v) for v in rng.integers(low, high, n)]
-
-    optional: dict[str, list[Any]] = {
-        "prefill_queue_requests": maybe(0, 20),
-        "prefill_queue_tokens": maybe(0, 50_000),
-        "prefill_running_requests": maybe(0, 8),
-        "prefill_pool_gpus": maybe(1, 8),
-        "pending_prefill_tokens": maybe(0, 4096),
-        "decode_pending_prefill_tokens": maybe(0, 4096),
-        "colloc_context_tokens": maybe(0, 200_000),
-        "decode_context_tokens": maybe(0, 200_000),
-        "cached_prompt_tokens": maybe(0, 512),
-        "ttft_slo_ms": [None if v is None else float(v) for v in maybe(50, 3000)],
-        "tpot_slo_ms": [None if v is None else float(v) for v in maybe(5, 100)],
-        "colloc_prefill_tokens_per_s": [None if v is None else v / 7.0 for v in maybe(0, 200_000)],
-        "decode_prefill_tokens_per_s": [None if v is None else v / 3.0 for v in maybe(0, 200_000)],
-        "prefill_running_tokens": maybe(0, 60_000),
-    }
-    return [
-        RouteInputs(
-            int(rng.integers(1, 8192)),
-            int(rng.integers(1, 2048)),
-            int(rng.integers(0, 64)),
-            int(rng.integers(0, 64)),
-            int(rng.integers(1, 1024)),
-            **{name: values[i] for name, values in optional.items()},
-        )
-        for i in range(n)
-    ]
-
-
-@pytest.mark.parametrize("poisoned", [False, True])
-def test_decide_many_equals_decide_across_blocks(poisoned: bool, monkeypatch: pytest.MonkeyPatch) -> None:
-    # More than one block, the last one short, reported and unreported inputs mixed per column:
-    # the scratch rows are reused from block to block and must carry nothing over. Poisoned:
-    # every scratch float starts as a signalling NaN (what np.empty may hand back), and no
-    # operation may read one (numpy would warn "invalid value", an error under pytest here).
-    if poisoned:
-        plain_init = queue_aware_block._Scratch.__init__
-
-        def poisoned_init(self: Any, size: int) -> None:
-            plain_init(self, size)
-            self.floats.view(np.uint64).fill(0x7FF0000000000001)
-
-        monkeypatch.setattr(queue_aware_block._Scratch, "__init__", poisoned_init)
-    rows = _random_rows(BLOCK + 37, seed=7)
-    model = _model(0.25, chunk_ms_per_token_sq=1e-5, chunk_ms_per_token_seq=2e-5)
+def test_decide_many_equals_decide_on_many_requests() -> None:
+    # Reported and unreported inputs mixed per column, a large batch of them.
+    rows = random_route_inputs(70_000, seed=7)
+    model = qa_model(0.25, chunk_ms_per_token_sq=1e-5, chunk_ms_per_token_seq=2e-5)
     assert model.decide_many(RouteColumns.from_inputs(rows)).rows() == [model.decide(r) for r in rows]

@@ -11,15 +11,15 @@ from hypothesis import strategies as st
 
 from pdroute_core.routing import RouteColumns, RouteInputs
 from pdroute_core.routing.queue_aware_reasons import REASON_SLO_NONE, REASON_SLO_ONLY
-from tests.pdroute_core.routing.test_queue_aware import _model, _request
+from tests.factories import qa_model, route_inputs_st
 
-INPUTS = _request  # the scalar == vectorised property tests' requests
+INPUTS = route_inputs_st  # the scalar == vectorised property tests' requests
 
 
 @settings(max_examples=400, deadline=None)
 @given(INPUTS, st.sampled_from([0.0, 0.1, 0.3]))
 def test_a_cost_difference_within_the_margin_is_decided_by_ttft(x: RouteInputs, margin: float) -> None:
-    model = _model()
+    model = qa_model()
     model = type(model)(model.params, slo_margin=margin)
     b = model.decide(x)
     if b.reason in (REASON_SLO_ONLY, REASON_SLO_NONE):
@@ -38,18 +38,18 @@ def test_within_the_margin_the_lower_ttft_wins_even_at_a_higher_cost() -> None:
     # end to end (62.7 against 59.4 ms with these forms), the local prefill gives the earlier
     # first token (10.7 against 14.3 ms).
     x = RouteInputs(200, 10, 64, 0, 512, prefill_queue_requests=0, prefill_pool_gpus=2)
-    b = _model().decide(x)
+    b = qa_model().decide(x)
     assert b.cost_disaggregated_ms < b.cost_collocated_ms <= 1.1 * b.cost_disaggregated_ms
     assert b.ttft_collocated_ms < b.ttft_disaggregated_ms
     assert b.decision == "collocated"
-    tight = type(_model())(_model().params, slo_margin=0.0)  # no band: the cost decides
+    tight = type(qa_model())(qa_model().params, slo_margin=0.0)  # no band: the cost decides
     assert tight.decide(x).decision == "disaggregated"
 
 
 @settings(max_examples=400, deadline=None)
 @given(INPUTS)
 def test_with_neither_path_feasible_the_smaller_use_of_others_targets_wins(x: RouteInputs) -> None:
-    model = _model()
+    model = qa_model()
     b = model.decide(x)
     if b.meets_slo:
         return
@@ -64,8 +64,8 @@ def test_with_neither_path_feasible_the_smaller_use_of_others_targets_wins(x: Ro
     q = 0.0 if x.prefill_queue_requests is None else float(x.prefill_queue_requests)
     G = 1.0 if x.prefill_pool_gpus is None else float(x.prefill_pool_gpus)
     slower = forms.decode_ms_per_seq + forms.decode_ms_per_context_token * (L + 0.5 * out)
-    budget_c = B * (u * model.chunk_ms(c, B) / (c * max(1.0, out - 1.0)) + slower) / tpot_slo
-    budget_d = q * model.prefill_ms(L) / (G * ttft_slo) + Bd * slower / tpot_slo
+    budget_c = B * (u * model.forms.chunk_ms(c, B) / (c * max(1.0, out - 1.0)) + slower) / tpot_slo
+    budget_d = q * model.forms.prefill_ms(L) / (G * ttft_slo) + Bd * slower / tpot_slo
     expected = budget_d < budget_c  # ties collocate
     assert (b.decision == "disaggregated") == expected
     many = model.decide_many(RouteColumns.from_inputs([x]))

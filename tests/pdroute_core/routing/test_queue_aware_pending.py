@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from pdroute_core.routing import RouteColumns, RouteInputs
-from tests.pdroute_core.routing.test_queue_aware import FORMS, XFER, _model
+from tests.factories import FORMS, XFER, qa_model
 
 # 10 decodes on each GPU, 20,000 context tokens there, chunk 256; O = 101: D = 100 decode steps.
 X = RouteInputs(
@@ -19,24 +19,24 @@ CHUNK = 0.01 * 256  # f(256, 11)
 
 def test_collocated_tpot_does_not_depend_on_the_prompts_pending_there() -> None:
     tpots = {
-        _model().decide(dataclasses.replace(X, pending_prefill_tokens=p)).tpot_collocated_ms
+        qa_model().decide(dataclasses.replace(X, pending_prefill_tokens=p)).tpot_collocated_ms
         for p in (None, 0, 100, 256, 5000, 200_000)
     }
     assert tpots == {STEP}
     # ... while its TTFT still waits for them.
     ttfts = [
-        _model().decide(dataclasses.replace(X, pending_prefill_tokens=p)).ttft_collocated_ms
+        qa_model().decide(dataclasses.replace(X, pending_prefill_tokens=p)).ttft_collocated_ms
         for p in (0, 5000)
     ]
     assert ttfts[1] > ttfts[0]
 
 
 def _tpot_d(x: RouteInputs) -> float:
-    return _model().decide(x).tpot_disaggregated_ms
+    return qa_model().decide(x).tpot_disaggregated_ms
 
 
 def test_disaggregated_tpot_charges_what_is_left_of_the_decode_gpus_pending_tokens() -> None:
-    b = _model().decide(X)
+    b = qa_model().decide(X)
     assert b.tpot_disaggregated_ms == pytest.approx(STEP)
     drained = 256 * b.ttft_disaggregated_ms / (STEP + CHUNK)  # prefilled while this one waits for TTFT_d
     # All drained before this request decodes: nothing charged.
@@ -58,7 +58,7 @@ def test_disaggregated_tpot_charges_what_is_left_of_the_decode_gpus_pending_toke
 def test_disaggregated_tpot_falls_as_a_longer_ttft_drains_the_pending_tokens() -> None:
     # The same pending tokens; a longer prefill queue lengthens TTFT_d, so fewer are left.
     x = dataclasses.replace(X, decode_pending_prefill_tokens=20_000, prefill_running_requests=2)
-    b = [_model().decide(dataclasses.replace(x, prefill_queue_requests=q)) for q in (0, 4, 16)]
+    b = [qa_model().decide(dataclasses.replace(x, prefill_queue_requests=q)) for q in (0, 4, 16)]
     ttfts = [a.ttft_disaggregated_ms for a in b]
     tpots = [a.tpot_disaggregated_ms for a in b]
     assert ttfts == sorted(ttfts) and len(set(ttfts)) == 3
@@ -67,7 +67,7 @@ def test_disaggregated_tpot_falls_as_a_longer_ttft_drains_the_pending_tokens() -
 
 def test_a_single_output_token_takes_the_share_over_one_step() -> None:
     x = dataclasses.replace(X, predicted_output_len=1, decode_pending_prefill_tokens=1000)
-    b = _model().decide(x)
+    b = qa_model().decide(x)
     s = 5.0 + 0.01 * 11 + 1e-5 * (20_000 + 1000 + 0.5)
     left = max(0.0, 1000 - 256 * b.ttft_disaggregated_ms / (s + CHUNK))
     assert b.tpot_disaggregated_ms == pytest.approx(s + min(1.0, left / 256) * CHUNK)
@@ -79,12 +79,12 @@ T_AHEAD = 10.0 + 0.02 * (500 - 100)  # the mean prompt queued: 500 tokens -> 18 
 
 
 def test_running_prefills_length_sets_the_residual_wait_when_the_pool_is_busy() -> None:
-    b = _model().decide(dataclasses.replace(BUSY, prefill_running_tokens=8000))
+    b = qa_model().decide(dataclasses.replace(BUSY, prefill_running_tokens=8000))
     t_run = 10.0 + 0.02 * (4000 - 100)  # two running prefills of 4,000 tokens each: 88 ms
     assert b.prefill_wait_ms == pytest.approx(t_run / 3 + 3 * T_AHEAD / 2)
     assert b.ttft_disaggregated_ms == pytest.approx(b.prefill_wait_ms + 28.0 + 1000 * XFER)
     waits = [
-        _model().decide(dataclasses.replace(BUSY, prefill_running_tokens=y)).prefill_wait_ms
+        qa_model().decide(dataclasses.replace(BUSY, prefill_running_tokens=y)).prefill_wait_ms
         for y in (0, 1000, 4000, 16_000)
     ]
     assert waits == sorted(waits) and len(set(waits)) == 4
@@ -92,21 +92,21 @@ def test_running_prefills_length_sets_the_residual_wait_when_the_pool_is_busy() 
 
 def test_running_prefills_length_has_no_effect_with_a_free_prefill_gpu() -> None:
     free = dataclasses.replace(BUSY, prefill_running_requests=1)  # r < G
-    plain = _model().decide(free)
+    plain = qa_model().decide(free)
     for y in (0, 4000, 10**6):
-        assert _model().decide(dataclasses.replace(free, prefill_running_tokens=y)) == plain
+        assert qa_model().decide(dataclasses.replace(free, prefill_running_tokens=y)) == plain
     # r = 0: nothing running to divide among, the old form.
     idle = dataclasses.replace(X, prefill_running_requests=0, prefill_pool_gpus=None)
-    assert _model().decide(dataclasses.replace(idle, prefill_running_tokens=500)) == _model().decide(idle)
+    assert qa_model().decide(dataclasses.replace(idle, prefill_running_tokens=500)) == qa_model().decide(idle)
 
 
 def test_without_running_length_the_wait_keeps_its_bits() -> None:
-    b = _model().decide(BUSY)
+    b = qa_model().decide(BUSY)
     assert b.prefill_wait_ms == T_AHEAD / 3.0 + 3.0 * T_AHEAD / 2.0  # the old form, bit for bit
     assert "prefill_running_tokens" not in b.assumed
     assert (
         "prefill_running_tokens"
-        not in _model().decide(dataclasses.replace(BUSY, prefill_running_tokens=1)).assumed
+        not in qa_model().decide(dataclasses.replace(BUSY, prefill_running_tokens=1)).assumed
     )
 
 
@@ -115,6 +115,6 @@ def test_vectorised_mixes_reported_and_missing_running_lengths() -> None:
     rows += [
         dataclasses.replace(BUSY, prefill_running_requests=r, prefill_running_tokens=9000) for r in (0, 1, 2)
     ]
-    model = _model(0.25, chunk_ms_per_token_sq=1e-5, chunk_ms_per_token_seq=2e-5)
+    model = qa_model(0.25, chunk_ms_per_token_sq=1e-5, chunk_ms_per_token_seq=2e-5)
     assert model.decide_many(RouteColumns.from_inputs(rows)).rows() == [model.decide(r) for r in rows]
     assert FORMS["prefill_knee_tokens"] == 100.0  # the hand values above assume it

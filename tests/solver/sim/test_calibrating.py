@@ -15,7 +15,7 @@ from solver.fit_queue import fit_queue_aware
 from solver.sim import FleetConfig, ModelPolicy, parse_length_spec, poisson_workload, simulate
 from solver.sim.accuracy import PredictionError
 from solver.sim.calibrating import CalibratingPolicy
-from tests.conftest import TEST_PARAMS
+from tests.factories import TEST_PARAMS
 from tests.solver.synthetic_profiles import synthetic_profile
 
 

@@ -53,7 +53,7 @@ def test_shared_runs_equal_fresh_runs(profile: ProfileResult, workload: Workload
         shared = runs.records(rule)
         fresh = simulate(latency, wl, rule, FLEET)
         assert shared.policy == rule.name
-        for name in ("first_token_ms", "finish_ms", "is_disaggregated", "prefill_queue_depth"):
+        for name in ("first_token_ms", "finish_ms", "is_disaggregated", "prefill_queue_requests"):
             assert np.array_equal(getattr(shared, name), getattr(fresh, name), equal_nan=True), (rule, name)
     assert runs.num_simulated < len(GRID.rules())  # some rules did share a run
 

@@ -7,7 +7,7 @@ import math
 from pdroute_core.routing.types import COLUMN_INPUTS
 from solver.sim import RouteView
 from solver.sim.inputs import route_inputs
-from tests.pdroute_core.routing.test_queue_aware import _model
+from tests.factories import qa_model
 
 
 def test_every_optional_input_is_reported_from_the_view() -> None:
@@ -48,17 +48,25 @@ def test_an_infinite_slo_is_no_target() -> None:
 
 
 def test_a_fleet_without_prefill_gpus_reports_a_pool_of_one() -> None:
-    assert route_inputs(RouteView(10, 1, 0, 0, 0, 256, num_prefill_gpus=0)).prefill_pool_gpus == 1
+    assert route_inputs(RouteView(10, 1, 0, 0, 0, 256, prefill_pool_gpus=0)).prefill_pool_gpus == 1
 
 
 def test_the_running_prefills_length_reaches_the_wait() -> None:
     # Two running prefills on a pool of two: their length sets the residual wait, so a longer one
     # predicts a longer TTFT on the disaggregated path.
-    model = _model()
+    model = qa_model()
 
     def wait(tokens: int) -> float:
         view = RouteView(
-            900, 120, 0, 0, 1, 512, prefill_inflight=2, prefill_inflight_tokens=tokens, num_prefill_gpus=2
+            900,
+            120,
+            0,
+            0,
+            1,
+            512,
+            prefill_running_requests=2,
+            prefill_running_tokens=tokens,
+            prefill_pool_gpus=2,
         )
         return model.decide(route_inputs(view)).prefill_wait_ms
 

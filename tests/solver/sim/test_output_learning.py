@@ -28,7 +28,7 @@ from solver.sim.accuracy import PredictionError
 from solver.sim.calibrating import LearningPolicy
 from solver.sim.output_learning import OutputLearningPolicy
 from solver.sim.prediction import bucket_means
-from tests.conftest import TEST_PARAMS
+from tests.factories import TEST_PARAMS
 from tests.solver.synthetic_profiles import synthetic_profile
 
 FLEET = FleetConfig("conditional", 1, 3, max_num_batched_tokens=512)
@@ -130,5 +130,5 @@ def test_unknown_ids_are_ignored() -> None:
 def _view() -> RouteView:
     return RouteView(
         prompt_len=3000, predicted_output_len=200, system_load=2, decode_batch_size=2,
-        prefill_queue_depth=0, chunk_size=512, num_prefill_gpus=1,
+        prefill_queue_requests=0, chunk_size=512, prefill_pool_gpus=1,
     )  # fmt: skip

@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pdroute_core.params import params_from_dict
+from pdroute_core.route_fields import FIELD_NAMES
 from pdroute_core.routing.design import AnalyticalCostModel
 from pdroute_core.routing.queue_aware import QueueAwareModel
 from pdroute_core.routing.types import COLLOCATED, DISAGGREGATED
@@ -35,7 +36,7 @@ from solver.sim import (
     poisson_workload,
     simulate,
 )
-from tests.conftest import TEST_PARAMS
+from tests.factories import TEST_PARAMS
 from tests.solver.synthetic_profiles import synthetic_profile
 
 views = st.builds(
@@ -44,7 +45,7 @@ views = st.builds(
     predicted_output_len=st.integers(1, 2_000),
     system_load=st.integers(0, 300),
     decode_batch_size=st.integers(0, 300),
-    prefill_queue_depth=st.integers(0, 50),
+    prefill_queue_requests=st.integers(0, 50),
     chunk_size=st.just(512),
 )
 
@@ -67,7 +68,7 @@ def test_rules_on_single_views(view: RouteView) -> None:
     assert make_policy("disaggregated").decide(view) == PolicyAnswer(DISAGGREGATED)
     long_prompt = view.prompt_len > 1000
     assert (PromptThreshold(1000).decide(view).decision == DISAGGREGATED) == long_prompt
-    short_queue = view.prefill_queue_depth < 3
+    short_queue = view.prefill_queue_requests < 3
     answer = PromptAndQueueThreshold(1000, 3).decide(view)
     assert (answer.decision == DISAGGREGATED) == (long_prompt and short_queue)
     assert answer.predicted_ttft_ms is None and answer.predicted_e2e_ms is None  # rules do not predict
@@ -101,9 +102,9 @@ def test_queue_threshold_decisions_in_a_simulation(profile: ProfileResult, mixed
     rec = simulate(
         profile, mixed_workload, PromptAndQueueThreshold(500, 2), FleetConfig(num_prefill=1, num_decode=4)
     )
-    expected = (rec.prompt_len > 500) & (rec.prefill_queue_depth < 2)
+    expected = (rec.prompt_len > 500) & (rec.prefill_queue_requests < 2)
     assert np.array_equal(rec.is_disaggregated, expected)
-    assert rec.prefill_queue_depth.max() >= 2  # the queue condition was exercised
+    assert rec.prefill_queue_requests.max() >= 2  # the queue condition was exercised
     assert ((rec.prompt_len > 500) & ~rec.is_disaggregated).any()
 
 
@@ -207,22 +208,25 @@ def test_policies_see_only_what_a_gateway_sees(profile: ProfileResult, mixed_wor
         "predicted_output_len",
         "system_load",
         "decode_batch_size",
-        "prefill_queue_depth",
+        "prefill_queue_requests",
         "chunk_size",
         "colloc_context_tokens",
-        "colloc_pending_prefill_tokens",
+        "pending_prefill_tokens",
         "colloc_num_waiting",
         "decode_context_tokens",
         "decode_pending_prefill_tokens",
         "prefill_queue_tokens",
-        "prefill_inflight",
-        "prefill_inflight_tokens",
-        "num_prefill_gpus",
+        "prefill_running_requests",
+        "prefill_running_tokens",
+        "prefill_pool_gpus",
         "ttft_slo_ms",
         "tpot_slo_ms",
         "colloc_prefill_tokens_per_s",
         "decode_prefill_tokens_per_s",
+        "cached_prompt_tokens",
     ]
+    # Every input of a decision model, by the model's own name (the rest is the simulator's).
+    assert set(FIELD_NAMES) <= set(RouteView._fields)
     spy = Spy()
     fleet = FleetConfig(num_prefill=1, num_decode=3, max_num_batched_tokens=256)
     rec = simulate(profile, mixed_workload, spy, fleet, OutputPrediction("fixed", 64))
@@ -231,10 +235,10 @@ def test_policies_see_only_what_a_gateway_sees(profile: ProfileResult, mixed_wor
     assert len(set(mixed_workload.output_len.tolist())) > 1
     assert [v.prompt_len for v in spy.views] == mixed_workload.prompt_len.tolist()
     assert [v.system_load for v in spy.views] == rec.system_load.tolist()
-    assert [v.prefill_queue_depth for v in spy.views] == rec.prefill_queue_depth.tolist()
+    assert [v.prefill_queue_requests for v in spy.views] == rec.prefill_queue_requests.tolist()
     assert {v.chunk_size for v in spy.views} == {256}
     assert {(v.ttft_slo_ms, v.tpot_slo_ms) for v in spy.views} == {(1000.0, 50.0)}  # the run's SLO
-    assert {v.num_prefill_gpus for v in spy.views} == {1}
+    assert {v.prefill_pool_gpus for v in spy.views} == {1}
     # Collocated requests were prefilled locally: their chunks show as a recent prefill rate.
     rates = [v.colloc_prefill_tokens_per_s for v in spy.views]
     assert rates[0] == 0.0 and max(rates) > 0.0 and min(rates) >= 0.0

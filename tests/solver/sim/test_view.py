@@ -71,15 +71,15 @@ class Recount:
         # Prefills running now: a prefill-end event of theirs is queued.
         in_prefill = [r for _, _, kind, _, r in state.heap if kind == 1]
         recount = {
-            "prefill_queue_depth": len(queued),
+            "prefill_queue_requests": len(queued),
             "prefill_queue_tokens": sum(state.prompt[r] for r in queued),
-            "prefill_inflight": len(in_prefill),
+            "prefill_running_requests": len(in_prefill),
             "system_load": colloc.num_decoding if colloc else 0,
             "decode_batch_size": target.num_decoding if target else 0,
             "colloc_context_tokens": context_by_scan(colloc, step_in_flight(colloc, t)) if colloc else 0,
             "decode_context_tokens": context_by_scan(target, step_in_flight(target, t)) if target else 0,
             "colloc_num_waiting": len(colloc.waiting) if colloc else 0,
-            "colloc_pending_prefill_tokens": (
+            "pending_prefill_tokens": (
                 sum(length - done for _, done, length in colloc.prefill_queue)
                 + sum(state.prompt[r] for r, needs_prefill in colloc.waiting if needs_prefill)
                 if colloc
@@ -92,7 +92,7 @@ class Recount:
             if target
             else 0
         )
-        recount["prefill_inflight_tokens"] = sum(state.prompt[r] for r in in_prefill)
+        recount["prefill_running_tokens"] = sum(state.prompt[r] for r in in_prefill)
         self.views.append(view)
         self.recounts.append(recount)
         if rid % 3 == 0 or view.prompt_len > 1500:
@@ -135,7 +135,7 @@ def test_every_view_field_equals_a_recount(
         for i, (view, recount) in enumerate(zip(spy.views, spy.recounts, strict=True)):
             got = {name: getattr(view, name) for name in recount}
             assert got == recount, i
-            assert view.num_prefill_gpus == 2 and view.chunk_size == fleet.max_num_batched_tokens
+            assert view.prefill_pool_gpus == 2 and view.chunk_size == fleet.max_num_batched_tokens
             assert (view.ttft_slo_ms, view.tpot_slo_ms) == (800.0, 40.0)
         for name in RECORDED_VIEW_FIELDS:  # the records hold what the policy saw
             assert getattr(rec, name).tolist() == [getattr(v, name) for v in spy.views], name
@@ -143,9 +143,9 @@ def test_every_view_field_equals_a_recount(
     assert views[False] == views[True]  # decode runs change no view
     # The fields were exercised: queues, waiting lines and pending prompts did build up.
     seen = views[True]
-    for name in ("prefill_queue_tokens", "prefill_inflight_tokens", "colloc_num_waiting"):
+    for name in ("prefill_queue_tokens", "prefill_running_tokens", "colloc_num_waiting"):
         assert max(getattr(v, name) for v in seen) > 0, name
-    assert max(v.colloc_pending_prefill_tokens for v in seen) > fleet.max_num_batched_tokens
+    assert max(v.pending_prefill_tokens for v in seen) > fleet.max_num_batched_tokens
     assert max(v.colloc_context_tokens for v in seen) > 0
     assert max(v.decode_context_tokens for v in seen) > 0
 

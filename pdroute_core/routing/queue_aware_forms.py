@@ -1,0 +1,113 @@
+"""The queue-aware model's fitted step-time forms, on one request's floats and on columns.
+
+``pdroute_core.routing.queue_aware`` holds the formulas and why they hold. Each form is written
+once for floats and, beside it, once for float arrays (``*_many``) with the same IEEE operations
+in the same order, so an element of a ``*_many`` result has the bits of the float form on that
+element (Python's ``min``/``max`` and numpy's ``minimum``/``maximum`` agree on every value these
+forms meet). ``step_ms`` and ``chunk_ms`` are plain arithmetic and take either.
+"""
+
+from __future__ import annotations
+
+from typing import Generic, NamedTuple, TypeVar
+
+import numpy as np
+
+from pdroute_core.params import CostModelParams
+from pdroute_core.routing.types import FloatArray
+
+V = TypeVar("V", float, FloatArray)
+
+
+class TpotTerms(NamedTuple, Generic[V]):
+    """A decode step's TPOT and its parts (ms): ``min((s + pending) / (1 - rho), s + f)``."""
+
+    step: V  # s: the decode step itself
+    chunk: V  # f: a full chunk's addition to the step
+    pending: V  # min(1, P / c) * f: the pending prompt tokens' share per step
+    rho: V  # the share of the GPU's time on later prompts' chunks (``prefill_share``)
+    tpot: V
+
+
+class QueueAwareForms:
+    """``T_P``, ``s`` and ``f`` on fitted ``QueueAwareParams`` (ms), and the transfer per token."""
+
+    def __init__(self, params: CostModelParams) -> None:
+        q = params.queue_aware
+        if q is None:
+            raise ValueError("these params carry no queue-aware forms (schema version 1)")
+        self.prefill_floor_ms = float(q.prefill_floor_ms)
+        self.prefill_ms_per_token = float(q.prefill_ms_per_token)
+        self.prefill_knee_tokens = float(q.prefill_knee_tokens)
+        self.decode_base_ms = float(q.decode_base_ms)
+        self.decode_ms_per_seq = float(q.decode_ms_per_seq)
+        self.decode_ms_per_context_token = float(q.decode_ms_per_context_token)
+        self.chunk_ms_per_token = float(q.chunk_ms_per_token)
+        self.chunk_ms_per_token_sq = float(q.chunk_ms_per_token_sq)
+        self.chunk_ms_per_token_seq = float(q.chunk_ms_per_token_seq)
+        self.transfer_ms_per_token = float(params.bytes_per_token) / (float(params.bandwidth_GBps) * 1e6)
+
+    def prefill_ms(self, tokens: float) -> float:
+        """``T_P(u)``: a prefill of ``tokens`` prompt tokens on an idle GPU (ms)."""
+        return self.prefill_floor_ms + self.prefill_ms_per_token * max(0.0, tokens - self.prefill_knee_tokens)
+
+    def prefill_ms_many(self, tokens: FloatArray) -> FloatArray:
+        """``prefill_ms`` of each element."""
+        excess = np.maximum(0.0, tokens - self.prefill_knee_tokens)
+        result: FloatArray = self.prefill_floor_ms + self.prefill_ms_per_token * excess
+        return result
+
+    def step_ms(self, batch: V, context_tokens: V) -> V:
+        """``s(B, K)``: one decode step of ``batch`` sequences holding ``context_tokens`` (ms)."""
+        step: V = (
+            self.decode_base_ms
+            + self.decode_ms_per_seq * batch
+            + self.decode_ms_per_context_token * context_tokens
+        )
+        return step
+
+    def chunk_ms(self, chunk: V, batch: V) -> V:
+        """``f(c, B)``: what ``chunk`` prefill tokens add to a step of ``batch`` decodes (ms)."""
+        cost: V = chunk * (
+            self.chunk_ms_per_token + self.chunk_ms_per_token_sq * chunk + self.chunk_ms_per_token_seq * batch
+        )
+        return cost
+
+    @staticmethod
+    def prefill_share(tokens_per_s: float, step: float, chunk: float, c: float) -> float:
+        """``rho``: the share of a GPU's time spent on prefill chunks of ``c`` tokens at
+        ``tokens_per_s`` (each chunk adds ``chunk`` ms to a decode step of ``step`` ms).
+
+        ``rate * f / c / 1000``, capped at ``f / (s + f)``: the share when every step carries a
+        full chunk, the most chunked prefill can take (``s / (1 - rho)`` then is ``s + f``). The
+        cap follows from the step forms alone and keeps ``1 - rho > 0``."""
+        return max(0.0, min(tokens_per_s * chunk / c / 1000.0, chunk / (step + chunk)))
+
+    def tpot(
+        self, batch: float, context_tokens: float, pending: float, c: float, rate: float
+    ) -> TpotTerms[float]:
+        """``min((s + min(1, P / c) * f) / (1 - rho), s + f)``, ``s = s(B, K)``, ``f = f(c, B)``
+        (``rho``: ``prefill_share``; ``pending`` is P, the pending prompt tokens per decode step:
+        0 collocated and ``P_left / D`` disaggregated, ``queue_aware``'s docstring). The pending
+        chunks and the later ones share one bound: a step carries at most one chunk, so no TPOT
+        exceeds ``s + f`` (without a rate it never does: the bound changes no bit)."""
+        step = self.step_ms(batch, context_tokens)
+        chunk = self.chunk_ms(c, batch)
+        share = min(1.0, pending / c) * chunk
+        rho = self.prefill_share(rate, step, chunk, c)
+        return TpotTerms(step, chunk, share, rho, min((step + share) / (1.0 - rho), step + chunk))
+
+    def tpot_many(
+        self,
+        batch: FloatArray,
+        context_tokens: FloatArray,
+        pending: FloatArray,
+        c: FloatArray,
+        rate: FloatArray,
+    ) -> TpotTerms[FloatArray]:
+        """``tpot`` of each element."""
+        step = self.step_ms(batch, context_tokens)
+        chunk = self.chunk_ms(c, batch)
+        share = np.minimum(1.0, pending / c) * chunk
+        rho = np.maximum(0.0, np.minimum(rate * chunk / c / 1000.0, chunk / (step + chunk)))
+        return TpotTerms(step, chunk, share, rho, np.minimum((step + share) / (1.0 - rho), step + chunk))
