@@ -158,6 +158,7 @@ def test_view_row_order_matches_route_view() -> None:
         "tpot_slo_ms",
         "colloc_prefill_tokens_per_s",
         "decode_prefill_tokens_per_s",
+        "cached_prompt_tokens",
     ]
 
 
