@@ -253,7 +253,10 @@ def run_block(
     lines: list[str] = []
     blocks: list[dict[str, Any]] = []
     for prediction in predictions:
-        lines.append(f"{profile_name} / {bench.fleet.describe()} / predict {prediction.label}; {base.source}")
+        lines.append(
+            f"{profile_name} / {bench.fleet.describe()}; {bench.fleet.describe_engines()} / "
+            f"predict {prediction.label}; {base.source}"
+        )
         loads = []
         for rate in rates:
             rows = {n: bench.metrics(n, rate, prediction) for n in names}

@@ -249,7 +249,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"-o {out}: cannot create the output folder ({exc.strerror})") from None
     print(
         f"simulating {len(policies)} policies x {len(workloads)} loads, {base.num_requests} requests "
-        f"from {base.source}; {fleet.describe()}, first token from the {fleet.first_token}",
+        f"from {base.source}; {fleet.describe()}; {fleet.describe_engines()}",
         file=sys.stderr,
     )
     for note in notes:

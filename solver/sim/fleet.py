@@ -114,12 +114,13 @@ class FleetConfig:
         return self.num_prefill + self.num_engines
 
     def describe(self) -> str:
-        engines = (
-            f"budget {self.max_num_batched_tokens} tokens/step, prefill queue {self.prefill_queue_discipline}"
-        )
         if self.topology == "conditional":
-            return f"conditional: {self.num_prefill} prefill + {self.num_decode} decode GPUs; {engines}"
+            return f"conditional: {self.num_prefill} prefill + {self.num_decode} decode GPUs"
+        return f"pools: {self.num_mixed} mixed + {self.num_prefill} prefill + {self.num_decode} decode GPUs"
+
+    def describe_engines(self) -> str:
+        """The engines' scheduling settings, for a run's header line."""
         return (
-            f"pools: {self.num_mixed} mixed + {self.num_prefill} prefill + {self.num_decode} decode GPUs; "
-            f"{engines}"
+            f"budget {self.max_num_batched_tokens} tokens/step, "
+            f"prefill queue {self.prefill_queue_discipline}, first token from the {self.first_token}"
         )
