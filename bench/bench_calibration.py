@@ -118,7 +118,9 @@ class Runs:
             path = ROOT / "solver" / "data" / "profiles" / f"{args.fleet_profile}.json"
         profile = load_profile(path)
         self.latency = StepLatency(profile)
-        self.fleet = FleetConfig("conditional", 2, 6, 0, chunk_size=self.latency.max_chunk)
+        self.fleet = FleetConfig(
+            "conditional", 2, 6, 0, max_num_batched_tokens=max(self.latency.max_chunk, 256)
+        )
         self.right = QueueAwareModel(params_for(args.fleet_profile, profile))
         wrong_path = Path(args.params)
         if not wrong_path.suffix:
@@ -149,6 +151,16 @@ class Runs:
             else:
                 high = mid
         return low
+
+
+def _pct(value: float | None) -> str:
+    """A percentage, or "none" when no request was left to measure it on (never converged)."""
+    return "none" if value is None else f"{value:.1f} %"
+
+
+def _ratio(num: float | None, den: float | None) -> float | None:
+    """``num / den``, or None when either is missing (no request to measure it on)."""
+    return None if num is None or den is None or den == 0 else num / den
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -218,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"\n             first {WINDOW}-request window with both errors <= {ERROR_LIMIT_PCT:.0f} %:"
                 f" starts at request {n_conv}; {100 * share_ok:.0f} % of the windows from there stay"
                 f" within it; after it: error p50 TTFT"
-                f" {row['ttft_err_p50_after_pct']:.1f} %, e2e {row['e2e_err_p50_after_pct']:.1f} %"
+                f" {_pct(row['ttft_err_p50_after_pct'])}, e2e {_pct(row['e2e_err_p50_after_pct'])}"
                 f"\n             corrections at the last arrival: {ks}"
                 f"\n             after the drain: {drained}"
             )
@@ -226,18 +238,20 @@ def main(argv: list[str] | None = None) -> int:
         print(line, flush=True)
     r = out["runs"]
     ratios = {
-        "ttft_err_cal_over_wrong": r["wrong+cal"]["ttft_err_p50_pct"] / r["wrong"]["ttft_err_p50_pct"],
-        "e2e_err_cal_over_wrong": r["wrong+cal"]["e2e_err_p50_pct"] / r["wrong"]["e2e_err_p50_pct"],
-        "ttft_err_after_cal_over_before": r["wrong+cal"]["ttft_err_p50_after_pct"]
-        / r["wrong"]["ttft_err_p50_pct"],
-        "e2e_err_after_cal_over_before": r["wrong+cal"]["e2e_err_p50_after_pct"]
-        / r["wrong"]["e2e_err_p50_pct"],
+        "ttft_err_cal_over_wrong": _ratio(r["wrong+cal"]["ttft_err_p50_pct"], r["wrong"]["ttft_err_p50_pct"]),
+        "e2e_err_cal_over_wrong": _ratio(r["wrong+cal"]["e2e_err_p50_pct"], r["wrong"]["e2e_err_p50_pct"]),
+        "ttft_err_after_cal_over_before": _ratio(
+            r["wrong+cal"]["ttft_err_p50_after_pct"], r["wrong"]["ttft_err_p50_pct"]
+        ),
+        "e2e_err_after_cal_over_before": _ratio(
+            r["wrong+cal"]["e2e_err_p50_after_pct"], r["wrong"]["e2e_err_p50_pct"]
+        ),
         "goodput_wrong_over_right": r["wrong"]["goodput_rps"] / r["right"]["goodput_rps"],
         "goodput_wrong_cal_over_right": r["wrong+cal"]["goodput_rps"] / r["right"]["goodput_rps"],
         "goodput_right_cal_over_right": r["right+cal"]["goodput_rps"] / r["right"]["goodput_rps"],
     }
     out["ratios"] = ratios
-    print("  ratios: " + ", ".join(f"{k} {v:.3f}" for k, v in ratios.items()))
+    print("  ratios: " + ", ".join(f"{k} {'none' if v is None else f'{v:.3f}'}" for k, v in ratios.items()))
     if args.json:
         args.json.write_text(json.dumps(out, indent=2) + "\n")
     return 0

@@ -141,7 +141,9 @@ class Bench:
         self.profile = load_profile(path)
         self.latency = StepLatency(self.profile)
         mixed, prefill, decode = FLEETS[topology]
-        self.fleet = FleetConfig(topology, prefill, decode, mixed, chunk_size=self.latency.max_chunk)
+        self.fleet = FleetConfig(
+            topology, prefill, decode, mixed, max_num_batched_tokens=max(self.latency.max_chunk, 256)
+        )
         params = params_for(profile_name, self.profile)
         self.model = AnalyticalCostModel(params)
         self.queue_model = QueueAwareModel(params)
@@ -251,7 +253,10 @@ def run_block(
     lines: list[str] = []
     blocks: list[dict[str, Any]] = []
     for prediction in predictions:
-        lines.append(f"{profile_name} / {bench.fleet.describe()} / predict {prediction.label}; {base.source}")
+        lines.append(
+            f"{profile_name} / {bench.fleet.describe()}; {bench.fleet.describe_engines()} / "
+            f"predict {prediction.label}; {base.source}"
+        )
         loads = []
         for rate in rates:
             rows = {n: bench.metrics(n, rate, prediction) for n in names}

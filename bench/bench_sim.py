@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     profile, where = pick_profile(args.profile)
     params, _report = fit_profile(profile)
     latency = StepLatency(profile)
-    fleet = FleetConfig(num_prefill=2, num_decode=6, chunk_size=latency.max_chunk)
+    fleet = FleetConfig(num_prefill=2, num_decode=6, max_num_batched_tokens=max(latency.max_chunk, 256))
     wl = poisson_workload(args.requests, args.rate, parse_length_spec("lognormal:1155,211"), seed=0)
     print(f"profile: {where}")
     print(f"workload: {wl.num_requests} requests, {wl.source}; fleet: {fleet.describe()}")

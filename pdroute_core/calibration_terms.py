@@ -65,7 +65,13 @@ def contributions(model: QueueAwareModel, x: RouteInputs, path: Decision) -> Con
     v = resolve(x)
     if path == DISAGGREGATED:
         dis = model.disaggregated(v)
-        ttft = {"queue_wait": dis.raw_wait, "prefill": dis.prefill, "transfer": dis.transfer}
+        ttft = {
+            "queue_wait": dis.raw_wait,
+            "prefill": dis.prefill,
+            "transfer": dis.transfer,
+            "decode": dis.first_steps,  # the decode engine's steps to the first token
+            "chunk": dis.first_chunks,
+        }
         return Contributions(path, ttft, _tpot_terms(dis.tpot), x.predicted_output_len)
     col = model.collocated(v)
     busy = v.system_load > 0.0  # else prefill-only steps on an idle GPU

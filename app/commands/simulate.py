@@ -101,8 +101,31 @@ def register(sub: Any) -> None:
     fleet.add_argument("--prefill-gpus", type=int, default=2)
     fleet.add_argument("--decode-gpus", type=int, default=6)
     fleet.add_argument("--mixed-gpus", type=int, default=0, help="pools topology only")
-    fleet.add_argument("--chunk-size", type=int, help="prefill tokens per step (default: largest profiled)")
+    fleet.add_argument(
+        "--max-num-batched-tokens",
+        type=int,
+        help="engine step token budget shared by decode and prefill tokens, as vLLM's "
+        "(default: the largest profiled chunk, at least --max-num-seqs)",
+    )
+    fleet.add_argument(
+        "--chunk-size",
+        type=int,
+        help="the same budget under its older name (vLLM's chunked-prefill size is "
+        "max_num_batched_tokens; decodes now take their tokens from it)",
+    )
     fleet.add_argument("--max-num-seqs", type=int, default=256, help="running requests per engine GPU")
+    fleet.add_argument(
+        "--prefill-queue",
+        choices=("shared", "round-robin", "least-loaded"),
+        help="prefill pool queueing (default: round-robin for conditional, least-loaded for pools)",
+    )
+    fleet.add_argument(
+        "--first-token",
+        default="decode-engine",
+        choices=("decode-engine", "prefill-engine"),
+        help="where a disaggregated request's first token is read (default %(default)s; "
+        "prefill-engine: a proxy streaming the prefill engine's token)",
+    )
     out = p.add_argument_group("metrics and output")
     out.add_argument("--ttft-slo-ms", type=float, default=1000.0, help="goodput TTFT limit")
     out.add_argument("--tpot-slo-ms", type=float, default=50.0, help="goodput TPOT limit")
@@ -143,6 +166,7 @@ def run(args: argparse.Namespace) -> int:
         run_sweep,
     )
     from solver.sim.latency import StepLatency
+    from solver.sim.report import format_extrapolation
 
     if args.cdf_rate is not None and not (math.isfinite(args.cdf_rate) and args.cdf_rate > 0):
         raise UsageError(f"--cdf-rate: expected a load > 0 requests/s, got {args.cdf_rate!r}")
@@ -179,14 +203,25 @@ def run(args: argparse.Namespace) -> int:
             if not 0 <= args.slo_margin < 1:
                 raise UsageError(f"--slo-margin: expected a number in [0, 1), got {args.slo_margin}")
             queue_model = QueueAwareModel(params, harm_weight=args.harm_weight, slo_margin=args.slo_margin)
-    chunk = args.chunk_size if args.chunk_size is not None else StepLatency(profile).max_chunk
+    if args.chunk_size is not None and args.max_num_batched_tokens is not None:
+        raise UsageError("give --max-num-batched-tokens or --chunk-size (its older name), not both")
+    budget = args.max_num_batched_tokens if args.max_num_batched_tokens is not None else args.chunk_size
+    if args.chunk_size is not None:
+        notes.append(
+            f"--chunk-size {args.chunk_size}: read as --max-num-batched-tokens (the step's token budget, "
+            "decode tokens included)"
+        )
+    if budget is None:
+        budget = max(StepLatency(profile).max_chunk, args.max_num_seqs)
     fleet = FleetConfig(
         topology=args.topology,
         num_prefill=args.prefill_gpus,
         num_decode=args.decode_gpus,
         num_mixed=args.mixed_gpus,
-        chunk_size=chunk,
+        max_num_batched_tokens=budget,
         max_num_seqs=args.max_num_seqs,
+        prefill_queue=args.prefill_queue,
+        first_token=args.first_token,
     )
     if args.trace is not None:
         base = read_trace(args.trace)
@@ -228,7 +263,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"-o {out}: cannot create the output folder ({exc.strerror})") from None
     print(
         f"simulating {len(policies)} policies x {len(workloads)} loads, {base.num_requests} requests "
-        f"from {base.source}; {fleet.describe()}, chunk {fleet.chunk_size}",
+        f"from {base.source}; {fleet.describe()}; {fleet.describe_engines()}",
         file=sys.stderr,
     )
     for note in notes:
@@ -238,6 +273,7 @@ def run(args: argparse.Namespace) -> int:
     elapsed = time.perf_counter() - started
     table = format_table(result.metrics)
     print(table)
+    print(format_extrapolation(result.metrics))
     print(
         f"({len(result.metrics)} rows, {result.settings['num_runs_simulated']} runs in {elapsed:.1f} s; "
         "latencies in ms, rates in requests/s)"
@@ -250,7 +286,9 @@ def run(args: argparse.Namespace) -> int:
     arguments.pop("func", None)
     document = {**result.to_json_dict(), "arguments": arguments, "wall_s": elapsed}
     (out / "results.json").write_text(json.dumps(document, indent=2, allow_nan=False) + "\n")
-    (out / "results.md").write_text(format_markdown(result.metrics) + "\n")
+    (out / "results.md").write_text(
+        format_markdown(result.metrics) + "\n\n" + format_extrapolation(result.metrics) + "\n"
+    )
     written = [out / "results.json", out / "results.md"]
     if not args.no_plots:
         from solver.plots.sim import plot_e2e_cdf, plot_latency_vs_load

@@ -16,14 +16,18 @@ recently (``prefill_share``: the stretch of a decode step by later prompts' chun
 prompt tokens, the prefill pool's q waiting requests holding Q
 tokens, r running prefills holding Y prompt tokens (``prefill_running_tokens``) and G GPUs.
 
+The engines schedule as vLLM's v1 scheduler: c (``chunk_size``) is a step's token budget,
+``max_num_batched_tokens``, shared by its decode tokens (one per running decode, first) and its
+prefill chunk, so beside B decodes a step carries ``c_B = max(1, c - B)`` prompt tokens.
+
 Collocated (the prompt is prefilled in chunks between the running decodes, after P)::
 
-    u = L - h;  n = ceil((P + u) / c);  rest = P + u - (n - 1) * c
-    TTFT_c = n * s(B, K) + (n - 1) * f(c, B) + f(rest, B)     if B > 0   (each chunk costs a whole step)
-           = T_P(u) + T_P(P) [if P > 0]                        if B = 0   (prefill-only steps)
-    TPOT_c = min(s / (1 - rho), s + f)                         s = s(B + 1, K + L + O/2), f = f(c, B + 1)
-    rho    = max(0, min(R * f / c / 1000, f / (s + f)))         R: recent prefill rate (tokens/s)
-    harm_c = B * u * f(c, B) / c  +  B * (O - 1) * (decode_per_seq + decode_per_ctx * (L + O/2))
+    u = L - h;  c_B = max(1, c - B);  n = ceil((P + u) / c_B);  rest = P + u - (n - 1) * c_B
+    TTFT_c = n * s(B, K) + (n - 1) * f(c_B, B) + f(rest, B)   if B > 0   (each chunk costs a whole step)
+           = (n - 1) * T_P(c) + T_P(rest)                      if B = 0   (one pass per chunk)
+    TPOT_c = min(s / (1 - rho), s + f)                 s = s(B + 1, K + L + O/2), f = f(c_(B+1), B + 1)
+    rho    = max(0, min(R * f / c_(B+1) / 1000, f / (s + f)))   R: recent prefill rate (tokens/s)
+    harm_c = B * u * f(c_B, B) / c_B  +  B * (O - 1) * (decode_per_seq + decode_per_ctx * (L + O/2))
 
 The P tokens pending here are queued ahead of this prompt (FCFS chunked prefill): they are all
 prefilled before its first token, so none of its decode steps carries their chunks (later
@@ -36,9 +40,16 @@ Disaggregated (a prefill GPU, then the KV cache over the link)::
     t = T_P(Q / q) if q > 0 else T_P(L)                        mean prefill ahead
     t_run = T_P(Y / r) if Y is reported and r > 0 else t       the prefills in progress
     W = t_run / (G + 1) [if r >= G]  +  q * t / G               wait for a prefill GPU
-    TTFT_d = W + T_P(L) + (L - h) * bytes_per_token / bandwidth
-    P_left = max(0, P' - c * TTFT_d / (s' + f'))       s' = s(B' + 1, K' + L + O/2), f' = f(c, B' + 1)
-    TPOT_d = min((s' + min(1, P_left / D / c) * f') / (1 - rho'), s' + f')     D = max(1, O - 1)
+    F_d = s(B' + 1, K' + L) + 1.5 * (s(B', K') + f(c_B', B') [if P' > 0])  [the bracket if B' > 0 or P' > 0]
+    TTFT_d = W + T_P(L) + (L - h) * bytes_per_token / bandwidth + F_d
+    P_left = max(0, P' - c_d * TTFT_d / (s' + f'))    s' = s(B' + 1, K' + L + O/2), f' = f(c_d, B' + 1)
+    TPOT_d = min((s' + min(1, P_left / D / c_d) * f') / (1 - rho'), s' + f')   D = max(1, O - 1)
+    c_d = c_(B' + 1): the chunk beside the request and the B' decodes
+
+The first token is the decode engine's (what a client reading it sees): the engine admits the
+request at its next step boundary (half a step away on average), sees the KV at the boundary
+after (one step of its B' decodes, with a chunk when prompts are pending there), and its first
+decode step, with the request in it, makes the token: ``F_d``. An idle decode GPU starts at once.
     harm_d = q * T_P(L) / G  +  B' * (O - 1) * (decode_per_seq + decode_per_ctx * (L + O/2))
 
 When every prefill GPU is busy, the first frees after about ``t_run / (G + 1)`` (the least of G
@@ -67,7 +78,7 @@ request cannot make its targets, ``meets_slo`` is false (the gateway may shed it
 where it uses less of the other requests' target budgets (ties collocate)::
 
     D = max(1, O - 1);  slower = decode_per_seq + decode_per_ctx * (L + O/2)
-    budget_c = B * (u * f(c, B) / (c D) + slower) / tpot_slo
+    budget_c = B * (u * f(c_B, B) / (c_B D) + slower) / tpot_slo
     budget_d = q * T_P(L) / (G * ttft_slo) + B' * slower / tpot_slo
 
 Its chunks delay each running decode by ``u f / c`` in all, spread over its remaining steps
@@ -141,9 +152,10 @@ class Collocated(NamedTuple, Generic[V]):
     """The collocated path's terms (ms; module docstring)."""
 
     u: V  # prompt tokens to prefill here (L - h)
-    chunk: V  # f(c, B): a full chunk's addition to a step of the running decodes
+    chunk_tokens: V  # c_B = max(1, c - B): the prefill tokens a step carries beside B decodes
+    chunk: V  # f(c_B, B): a full chunk's addition to a step of the running decodes
     steps_ms: V  # in_flight + n * s(B, K) with decodes running, else 0
-    chunks_ms: V  # (n - 1) * f(c, B) + f(rest, B) with decodes running, else 0
+    chunks_ms: V  # (n - 1) * f(c_B, B) + f(rest, B) with decodes running, else 0
     ttft: V
     backlog: V  # the share spent on the prompts pending ahead
     own: V  # the share spent on this prompt
@@ -160,6 +172,8 @@ class Disaggregated(NamedTuple, Generic[V]):
     prefill: V  # T_P(L)
     transfer: V
     remote: V  # prefill + transfer
+    first_steps: V  # the decode engine's steps to the first token: boundaries and its first step
+    first_chunks: V  # the chunks those boundary steps carry (the decode GPU's pending prompts)
     ttft: V
     tpot: TpotTerms[V]
     e2e: V
@@ -240,9 +254,10 @@ class QueueAwareModel:
         )
         u = L - min(v.cached_prompt_tokens, L - 1.0)
         total = P + u
-        n = math.ceil(total / c)
-        rest = total - (n - 1.0) * c
-        chunk = fm.chunk_ms(c, B)
+        cb = max(1.0, c - B)  # the step's budget less its decode tokens
+        n = math.ceil(total / cb)
+        rest = total - (n - 1.0) * cb
+        chunk = fm.chunk_ms(cb, B)
         if B > 0.0:
             step = fm.step_ms(B, v.colloc_context_tokens)
             in_flight = 0.5 * step
@@ -252,13 +267,15 @@ class QueueAwareModel:
             ttft = steps_ms + (n - 1.0) * chunk + last  # (each chunk costs a whole step)
         else:
             in_flight = steps_ms = chunks_ms = 0.0
-            ttft = fm.prefill_ms(u) + (fm.prefill_ms(P) if P > 0.0 else 0.0)
+            ttft = (n - 1.0) * fm.prefill_ms(cb) + fm.prefill_ms(rest)  # one pass per chunk
         backlog = in_flight + (ttft - in_flight) * (P / total)
         # The prompts pending here are prefilled before this one (FCFS chunks): none of its decode steps.
         context = v.colloc_context_tokens + L + 0.5 * out
-        tpot = fm.tpot(B + 1.0, context, 0.0, c, v.colloc_prefill_tokens_per_s)
+        tpot = fm.tpot(B + 1.0, context, 0.0, max(1.0, c - B - 1.0), v.colloc_prefill_tokens_per_s)
         e2e = ttft + (out - 1.0) * tpot.tpot
-        return Collocated(u, chunk, steps_ms, chunks_ms, ttft, backlog, ttft - backlog, float(n), tpot, e2e)
+        return Collocated(
+            u, cb, chunk, steps_ms, chunks_ms, ttft, backlog, ttft - backlog, float(n), tpot, e2e
+        )
 
     def collocated_many(self, v: Resolved[FloatArray]) -> Collocated[FloatArray]:
         """``collocated`` of each request."""
@@ -272,22 +289,24 @@ class QueueAwareModel:
         )
         u = L - np.minimum(v.cached_prompt_tokens, L - 1.0)
         total = P + u
-        n = np.ceil(total / c)
-        rest = total - (n - 1.0) * c
-        chunk = fm.chunk_ms(c, B)
+        cb = np.maximum(1.0, c - B)
+        n = np.ceil(total / cb)
+        rest = total - (n - 1.0) * cb
+        chunk = fm.chunk_ms(cb, B)
         busy = B > 0.0
         step = fm.step_ms(B, v.colloc_context_tokens)
         in_flight = np.where(busy, 0.5 * step, 0.0)
         steps_ms = np.where(busy, in_flight + n * step, 0.0)
         last = fm.chunk_ms(rest, B)
         chunks_ms = np.where(busy, (n - 1.0) * chunk + last, 0.0)
-        idle = fm.prefill_ms_many(u) + np.where(P > 0.0, fm.prefill_ms_many(P), 0.0)
+        idle = (n - 1.0) * fm.prefill_ms_many(cb) + fm.prefill_ms_many(rest)
         ttft = np.where(busy, steps_ms + (n - 1.0) * chunk + last, idle)
         backlog = in_flight + (ttft - in_flight) * (P / total)
         context = v.colloc_context_tokens + L + 0.5 * out
-        tpot = fm.tpot_many(B + 1.0, context, np.zeros_like(L), c, v.colloc_prefill_tokens_per_s)
+        c_next = np.maximum(1.0, c - B - 1.0)
+        tpot = fm.tpot_many(B + 1.0, context, np.zeros_like(L), c_next, v.colloc_prefill_tokens_per_s)
         e2e = ttft + (out - 1.0) * tpot.tpot
-        return Collocated(u, chunk, steps_ms, chunks_ms, ttft, backlog, ttft - backlog, n, tpot, e2e)
+        return Collocated(u, cb, chunk, steps_ms, chunks_ms, ttft, backlog, ttft - backlog, n, tpot, e2e)
 
     def disaggregated(self, v: Resolved[float]) -> Disaggregated[float]:
         """The disaggregated path: a wait for the prefill pool, the prefill, the transfer, and
@@ -307,15 +326,27 @@ class QueueAwareModel:
         wait = raw_wait * self.queue_wait_scale
         transfer = (L - min(v.cached_prompt_tokens, L - 1.0)) * fm.transfer_ms_per_token
         remote = t_prefill + transfer
-        ttft = wait + remote
-        batch, context = v.decode_batch_size + 1.0, v.decode_context_tokens + L + 0.5 * out
-        # The decode GPU prefills c of its pending tokens per step while this request waits for
-        # TTFT_d; what is left falls among its D = max(1, O - 1) decode steps.
-        step, chunk = fm.step_ms(batch, context), fm.chunk_ms(c, batch)
-        left = max(0.0, v.decode_pending_prefill_tokens - c * ttft / (step + chunk))
-        tpot = fm.tpot(batch, context, left / max(1.0, out - 1.0), c, v.decode_prefill_tokens_per_s)
+        Bd, Kd, Pd = v.decode_batch_size, v.decode_context_tokens, v.decode_pending_prefill_tokens
+        # The decode engine admits it at its next step boundary (half a step away), sees the KV
+        # at the one after, and its first decode step makes the first token; idle, at once.
+        first_steps = fm.step_ms(Bd + 1.0, Kd + L)
+        first_chunks = 0.0
+        if Bd > 0.0 or Pd > 0.0:
+            first_steps += 1.5 * fm.step_ms(Bd, Kd)
+            if Pd > 0.0:
+                first_chunks = 1.5 * fm.chunk_ms(max(1.0, c - Bd), Bd)
+        ttft = wait + remote + first_steps + first_chunks
+        batch, context = Bd + 1.0, Kd + L + 0.5 * out
+        # The decode GPU prefills c_d = c - B' - 1 of its pending tokens per step while this request
+        # waits for TTFT_d; what is left falls among its D = max(1, O - 1) decode steps.
+        cd = max(1.0, c - batch)
+        step, chunk = fm.step_ms(batch, context), fm.chunk_ms(cd, batch)
+        left = max(0.0, Pd - cd * ttft / (step + chunk))
+        tpot = fm.tpot(batch, context, left / max(1.0, out - 1.0), cd, v.decode_prefill_tokens_per_s)
         e2e = ttft + (out - 1.0) * tpot.tpot
-        return Disaggregated(raw_wait, wait, t_prefill, transfer, remote, ttft, tpot, e2e)
+        return Disaggregated(
+            raw_wait, wait, t_prefill, transfer, remote, first_steps, first_chunks, ttft, tpot, e2e
+        )
 
     def disaggregated_many(self, v: Resolved[FloatArray]) -> Disaggregated[FloatArray]:
         """``disaggregated`` of each request."""
@@ -333,15 +364,22 @@ class QueueAwareModel:
         wait = raw_wait * self.queue_wait_scale
         transfer = (L - np.minimum(v.cached_prompt_tokens, L - 1.0)) * fm.transfer_ms_per_token
         remote = t_prefill + transfer
-        ttft = wait + remote
-        batch, context = v.decode_batch_size + 1.0, v.decode_context_tokens + L + 0.5 * out
-        step, chunk = fm.step_ms(batch, context), fm.chunk_ms(c, batch)
-        left = np.maximum(0.0, v.decode_pending_prefill_tokens - c * ttft / (step + chunk))
+        Bd, Kd, Pd = v.decode_batch_size, v.decode_context_tokens, v.decode_pending_prefill_tokens
+        busy, pending = (Bd > 0.0) | (Pd > 0.0), Pd > 0.0
+        first_steps = fm.step_ms(Bd + 1.0, Kd + L) + np.where(busy, 1.5 * fm.step_ms(Bd, Kd), 0.0)
+        first_chunks = np.where(busy & pending, 1.5 * fm.chunk_ms(np.maximum(1.0, c - Bd), Bd), 0.0)
+        ttft = wait + remote + first_steps + first_chunks
+        batch, context = Bd + 1.0, Kd + L + 0.5 * out
+        cd = np.maximum(1.0, c - batch)
+        step, chunk = fm.step_ms(batch, context), fm.chunk_ms(cd, batch)
+        left = np.maximum(0.0, Pd - cd * ttft / (step + chunk))
         tpot = fm.tpot_many(
-            batch, context, left / np.maximum(1.0, out - 1.0), c, v.decode_prefill_tokens_per_s
+            batch, context, left / np.maximum(1.0, out - 1.0), cd, v.decode_prefill_tokens_per_s
         )
         e2e = ttft + (out - 1.0) * tpot.tpot
-        return Disaggregated(raw_wait, wait, t_prefill, transfer, remote, ttft, tpot, e2e)
+        return Disaggregated(
+            raw_wait, wait, t_prefill, transfer, remote, first_steps, first_chunks, ttft, tpot, e2e
+        )
 
     # --- one request --------------------------------------------------------------------------
     def decide(self, x: RouteInputs) -> QueueAwareBreakdown:
@@ -349,14 +387,14 @@ class QueueAwareModel:
         v = resolve(x)
         col, dis = self.collocated(v), self.disaggregated(v)
         L, out, B, Bd = v.prompt_len, v.predicted_output_len, v.system_load, v.decode_batch_size
-        c, q, G = v.chunk_size, v.prefill_queue_requests, v.prefill_pool_gpus
+        q, G = v.prefill_queue_requests, v.prefill_pool_gpus
         ttft_slo, tpot_slo = v.ttft_slo_ms, v.tpot_slo_ms
         w = self.harm_weight
         tpot_c, tpot_d = col.tpot.tpot, dis.tpot.tpot
         slower = self.forms.decode_ms_per_seq + self.forms.decode_ms_per_context_token * (L + 0.5 * out)
         join = (out - 1.0) * slower  # a running decode's slower steps once this one joins
         # Harm is priced by how close its victims run to their targets (1 without a target).
-        harm_c = _pressure(tpot_c, tpot_slo) * (B * col.u * col.chunk / c + B * join)
+        harm_c = _pressure(tpot_c, tpot_slo) * (B * col.u * col.chunk / col.chunk_tokens + B * join)
         queue_harm = q * dis.prefill / G
         harm_d = _pressure(dis.ttft, ttft_slo) * queue_harm + _pressure(tpot_d, tpot_slo) * (Bd * join)
         cost_c = col.e2e + w * harm_c
@@ -398,7 +436,7 @@ class QueueAwareModel:
             # (the chunks' delay over D steps and the slower shared step), each prefill queued
             # behind it on the pool its TTFT target (the module docstring).
             D = max(1.0, out - 1.0)
-            budget_c = B * (col.u * col.chunk / (c * D) + slower) / tpot_slo
+            budget_c = B * (col.u * col.chunk / (col.chunk_tokens * D) + slower) / tpot_slo
             budget_d = q * dis.prefill / (G * ttft_slo) + Bd * slower / tpot_slo
             is_disagg, reason, meets = budget_d < budget_c, REASON_SLO_NONE, False
         values = {
@@ -418,13 +456,13 @@ class QueueAwareModel:
         v = resolve_columns(cols)
         col, dis = self.collocated_many(v), self.disaggregated_many(v)
         L, out, B, Bd = v.prompt_len, v.predicted_output_len, v.system_load, v.decode_batch_size
-        c, q, G = v.chunk_size, v.prefill_queue_requests, v.prefill_pool_gpus
+        q, G = v.prefill_queue_requests, v.prefill_pool_gpus
         ttft_slo, tpot_slo = v.ttft_slo_ms, v.tpot_slo_ms
         w = self.harm_weight
         tpot_c, tpot_d = col.tpot.tpot, dis.tpot.tpot
         slower = self.forms.decode_ms_per_seq + self.forms.decode_ms_per_context_token * (L + 0.5 * out)
         join = (out - 1.0) * slower
-        harm_c = _pressure_many(tpot_c, tpot_slo) * (B * col.u * col.chunk / c + B * join)
+        harm_c = _pressure_many(tpot_c, tpot_slo) * (B * col.u * col.chunk / col.chunk_tokens + B * join)
         queue_harm = q * dis.prefill / G
         harm_d = _pressure_many(dis.ttft, ttft_slo) * queue_harm + _pressure_many(tpot_d, tpot_slo) * (
             Bd * join
@@ -436,7 +474,7 @@ class QueueAwareModel:
         close = np.abs(cost_d - cost_c) <= self.slo_margin * np.minimum(cost_c, cost_d)
         by_cost = np.where(close, dis.ttft < col.ttft, cost_d < cost_c)
         D = np.maximum(1.0, out - 1.0)
-        budget_c = B * (col.u * col.chunk / (c * D) + slower) / tpot_slo
+        budget_c = B * (col.u * col.chunk / (col.chunk_tokens * D) + slower) / tpot_slo
         budget_d = q * dis.prefill / (G * ttft_slo) + Bd * slower / tpot_slo
         both, meets = ok_c & ok_d, ok_c | ok_d
         is_disagg = np.where(both, by_cost, np.where(meets, ok_d, budget_d < budget_c))

@@ -2,9 +2,21 @@
 
 (The profiler's model runner, which runs real forwards on a real GPU, is ``profiling.engine``.)
 
-Each step runs every decode in flight plus up to ``chunk_size`` prefill tokens taken FIFO from
-the prompts admitted here (a step may finish one prompt and start the next). Step times come
-from ``StepLatency`` (see ``solver.sim.latency`` for the rules).
+Scheduling follows vLLM's v1 scheduler. Each step is one forward pass with a token budget,
+``max_num_batched_tokens``, shared by decode and prefill tokens: every running decode takes one
+token first, and the rest of the budget (``budget - b`` with ``b`` decodes) is the prefill chunk,
+taken FIFO from the prompts admitted here (a step may finish one prompt and start the next).
+Step times come from ``StepLatency`` (see ``solver.sim.latency`` for the rules): a decode-only
+step ``T_decode``, a mixed step one fused pass (``T_decode + T_interference``), a prefill-only
+step one pass over its chunk (``T_prefill``), each plus the attention of a continued prompt's
+chunk over its prefix.
+
+A disaggregated request reaches this GPU when its KV transfer ends (``add_remote``): it is
+admitted at the next step boundary (the end of the step in flight, at once when idle), the KV
+is seen at the boundary after that (at once when the GPU would otherwise idle: vLLM's engine
+loop polls without work), and it joins the decode batch there; its first token is out at the
+end of that first decode step, which counts it as a decode token. While such requests are in
+these stages no decode run is formed, so each boundary is a real step end.
 
 Decodes are tracked without touching every request each step: ``step_count`` counts the steps
 started; a request that joins the decode batch when ``step_count == s0`` produces one token in
@@ -50,15 +62,19 @@ class BatchingGpu:
     """Live state of one decode or mixed GPU (times in ms, lengths in tokens)."""
 
     __slots__ = (
-        "chunk_size",
+        "budget",
         "finish_heap",
+        "first_pending",
         "index",
         "is_busy",
+        "kv_arrived",
+        "kv_loading",
         "kv_offset_sum",
         "latency",
         "link_free_ms",
         "num_assigned",
         "num_decoding",
+        "num_extrapolated",
         "output",
         "pending_prefill_tokens",
         "prefill_log",
@@ -70,6 +86,7 @@ class BatchingGpu:
         "run_steps",
         "step_batch",
         "step_count",
+        "step_first",
         "step_prefilled",
         "use_runs",
         "version",
@@ -80,14 +97,14 @@ class BatchingGpu:
         self,
         index: int,
         latency: StepLatency,
-        chunk_size: int,
+        max_num_batched_tokens: int,
         prompt: list[int],
         output: list[int],
         use_runs: bool = True,
     ) -> None:
         self.index = index
         self.latency = latency
-        self.chunk_size = chunk_size
+        self.budget = max_num_batched_tokens  # tokens per step, decodes' and prefill's together
         self.prompt = prompt  # every request's prompt length (shared, read-only)
         self.output = output  # every request's output length (shared, read-only)
         self.use_runs = use_runs
@@ -97,6 +114,14 @@ class BatchingGpu:
         self.finish_heap: list[tuple[int, int, int]] = []  # (last step, request id, join step)
         self.prefill_queue: deque[list[int]] = deque()  # [request id, tokens done, prompt_len]
         self.waiting: deque[tuple[int, bool]] = deque()  # (request id, needs local prefill)
+        # Disaggregated requests: KV arrived during the step in flight (admitted at its end),
+        # admitted and loading (seen at the next boundary), joined with the first token due at
+        # the end of the next step, and the requests whose first token the step in flight makes.
+        self.kv_arrived: list[int] = []
+        self.kv_loading: list[int] = []
+        self.first_pending: list[int] = []
+        self.step_first: list[int] = []
+        self.num_extrapolated = 0  # steps with a prefill lookup beyond the measured prompt grid
         self.num_assigned = 0  # requests routed here and not finished
         # Prompt tokens routed here for local prefill, not yet in a started step (the caller
         # adds a prompt when it routes it here; ``start`` takes each chunk off).
@@ -116,7 +141,13 @@ class BatchingGpu:
     @property
     def num_running(self) -> int:
         """Requests holding a batch slot: decoding, prefilling, or finishing a prefill now."""
-        return self.num_decoding + len(self.prefill_queue) + len(self.step_prefilled)
+        return (
+            self.num_decoding
+            + len(self.prefill_queue)
+            + len(self.step_prefilled)
+            + len(self.kv_arrived)
+            + len(self.kv_loading)
+        )
 
     def context_tokens(self, t: float) -> int:
         """KV tokens the running decodes read in the step in flight at ``t`` (in the next step
@@ -141,12 +172,42 @@ class BatchingGpu:
         """Queue request ``rid``'s prompt for chunked prefill here."""
         self.prefill_queue.append([rid, 0, self.prompt[rid]])
 
-    def join_decode(self, rid: int) -> None:
-        """Request ``rid`` (first token out) joins the batch from the next step started."""
-        s = self.step_count
+    def join_decode(self, rid: int, *, first_here: bool = False) -> None:
+        """Request ``rid`` joins the batch from the next step started: its first token already
+        out (a local prefill), or, with ``first_here``, made by that step (a disaggregated
+        request, whose last prompt token the step computes as a decode token).
+
+        ``j`` is the step whose end saw the request's first token: it then makes one token per
+        step from ``j + 1`` and its context in step ``s`` is ``prompt_len + s - j``."""
+        j = self.step_count + 1 if first_here else self.step_count
         self.num_decoding += 1
-        self.kv_offset_sum += self.prompt[rid] - s
-        heappush(self.finish_heap, (s + self.output[rid] - 1, rid, s))
+        self.kv_offset_sum += self.prompt[rid] - j
+        heappush(self.finish_heap, (j + self.output[rid] - 1, rid, j))
+        if first_here:
+            self.first_pending.append(rid)
+
+    def add_remote(self, rid: int) -> None:
+        """Request ``rid``'s KV has arrived: admitted at the next step boundary (now when idle)."""
+        if self.is_busy:
+            self.kv_arrived.append(rid)
+        else:
+            self.kv_loading.append(rid)
+            self.boundary()
+
+    def boundary(self) -> None:
+        """At a step boundary (or an idle GPU's admission): the loading requests join the batch;
+        those admitted at this boundary (``kv_arrived``) start loading. With no other work they
+        are seen at once (an idle engine's loop polls the KV without running a step)."""
+        if not (self.kv_loading or self.kv_arrived):
+            return
+        for rid in self.kv_loading:
+            self.join_decode(rid, first_here=True)
+        self.kv_loading = self.kv_arrived
+        self.kv_arrived = []
+        if self.kv_loading and self.num_decoding == 0 and not self.prefill_queue:
+            loading, self.kv_loading = self.kv_loading, []
+            for rid in loading:
+                self.join_decode(rid, first_here=True)
 
     def start(self, t: float) -> float | None:
         """Start the next step (or run) at ``t``; its end time, or None when there is no work."""
@@ -156,22 +217,27 @@ class BatchingGpu:
             return None
         self.step_batch = b
         self.is_busy = True
-        if not queue and self.use_runs:
+        self.step_first = self.first_pending
+        self.first_pending = []
+        if not queue and self.use_runs and not self.step_first and not self.kv_loading:
             steps = self.finish_heap[0][0] - self.step_count
             if steps >= MIN_RUN_STEPS:
                 return self._start_run(t, b, min(steps, MAX_RUN_STEPS))
         self.step_count += 1
         lat = self.latency
-        budget = self.chunk_size
+        budget = self.budget - b  # decode tokens first, the rest for prefill
         chunk = 0
-        alone_ms = 0.0
+        prefix_ms = 0.0
+        reach = 0  # the furthest prompt position a prefill lookup of this step reads
         done_now: list[int] = []
         while queue and budget > 0:
             entry = queue[0]
             rid, done, length = entry
             take = length - done if length - done < budget else budget
-            if b == 0:
-                alone_ms += lat.prefill_chunk_ms(done, take)
+            if done:
+                prefix_ms += lat.prefix_attention_ms(done, take)
+                if done + take > reach:
+                    reach = done + take
             budget -= take
             chunk += take
             if done + take == length:
@@ -182,9 +248,13 @@ class BatchingGpu:
         if b:
             dur = lat.decode_fn(b)(self.kv_offset_sum / b + self.step_count)
             if chunk:
-                dur += lat.interference_ms(chunk, b)
+                dur += lat.interference_ms(chunk, b) + prefix_ms
         else:
-            dur = alone_ms
+            dur = lat.prefill_ms(chunk) + prefix_ms
+            if chunk > reach:
+                reach = chunk
+        if chunk and lat.is_extrapolated(reach):
+            self.num_extrapolated += 1
         self.pending_prefill_tokens -= chunk
         if chunk:
             self.prefill_log.append((t, chunk))
@@ -225,12 +295,14 @@ class BatchingGpu:
         self.version += 1
         return ends[in_flight]
 
-    def end_step(self) -> tuple[int, list[tuple[int, int]], list[int]]:
+    def end_step(self) -> tuple[int, list[tuple[int, int]], list[int], list[int]]:
         """Close the step (or run) in flight: ``(decode tokens produced, [(request, tokens
-        generated)] of the requests that finished, requests whose prefill ended)``.
+        generated)] of the requests that finished, requests whose prefill ended, disaggregated
+        requests whose first token the step made)``.
 
         The caller emits the prefilled requests' first token and finishes them or calls
-        ``join_decode`` before admitting anything else (they no longer count as running).
+        ``join_decode`` before admitting anything else (they no longer count as running), admits
+        its waiting line, then calls ``boundary`` and starts the next step.
         """
         s = self.step_count
         produced = self.step_batch * self.run_steps
@@ -245,4 +317,6 @@ class BatchingGpu:
         prefilled = self.step_prefilled
         self.step_prefilled = []
         self.step_batch = 0
-        return produced, finished, prefilled
+        first = self.step_first
+        self.step_first = []
+        return produced, finished, prefilled, first

@@ -5,15 +5,21 @@ insertion order, so a run is a pure function of its inputs (no randomness inside
 are read from the sorted workload instead of the heap; an arrival at the same instant as a
 queued event is handled after it.
 
-Engines (decode and mixed GPUs, ``solver.sim.batching_gpu``) run continuous batching; a request
-finishing its prefill in a step joins the decode batch after it, one arriving by KV transfer
-during a step joins for the next one. A GPU admits at most ``max_num_seqs`` running requests;
-the rest wait FIFO. Routing and the gateway's view: ``solver.sim.fleet``.
+Engines (decode and mixed GPUs, ``solver.sim.batching_gpu``) run continuous batching as vLLM's
+v1 scheduler does; a request finishing its prefill in a step joins the decode batch after it,
+one arriving by KV transfer is admitted at the engine's next step boundary, seen at the one
+after and makes its first token in the decode step that follows. A GPU admits at most
+``max_num_seqs`` running requests; the rest wait FIFO. Routing and the gateway's view:
+``solver.sim.fleet``.
 
-Prefill GPUs take prompts one at a time (batch size 1, as Dynamo's prefill engines) from one
-FIFO queue shared by the pool. When a prefill ends, its KV cache goes over the link into the
-decode GPU chosen at arrival; transfers into one GPU run one after another, each taking
-``prompt_len * bytes_per_token / bandwidth``.
+Prefill GPUs take prompts one at a time (batch size 1, as Dynamo's prefill engines), queued as
+``FleetConfig.prefill_queue`` says (``solver.sim.prefill_pool``). When a prefill ends, its KV
+cache goes over the link into the decode GPU chosen at arrival; transfers into one GPU run one
+after another, each taking ``prompt_len * bytes_per_token / bandwidth``.
+
+A disaggregated request's first token is read from the decode engine (``first_token =
+"decode-engine"``) or from the prefill engine when its pass ends (``"prefill-engine"``, a proxy
+streaming that token; a one-token output then finishes there and never reaches a decode GPU).
 
 The gateway's view (``RouteView``) is read from counters kept up to date as work moves (the
 prefill pool's queued and running prompt tokens here, each engine's pending prefill tokens
@@ -28,7 +34,6 @@ Run with ``python -m bench.bench_sim`` to time 100,000 requests.
 
 from __future__ import annotations
 
-from collections import deque
 from heapq import heappop, heappush
 
 import numpy as np
@@ -40,6 +45,7 @@ from solver.sim.calibrating import LearningPolicy
 from solver.sim.fleet import FleetConfig
 from solver.sim.latency import StepLatency
 from solver.sim.policies import Policy, RouteView
+from solver.sim.prefill_pool import PrefillPool
 from solver.sim.records import SimRecords, view_columns
 from solver.sim.report import SloLimits
 from solver.sim.workload import Workload
@@ -115,10 +121,12 @@ class RunState:
         self.dest = [0] * n  # engine index serving the request's decode
         self.total_tokens = 0
         self.num_prefill_forwards = 0
+        self.num_extrapolated_forwards = 0  # prefill-pool passes beyond the measured prompt grid
+        self.first_from_prefill = fleet.first_token == "prefill-engine"
         self.heap: list[tuple[float, int, int, int, int]] = []
         self.seq = 0
         self.engines = [
-            BatchingGpu(i, latency, fleet.chunk_size, self.prompt, self.output, use_runs)
+            BatchingGpu(i, latency, fleet.max_num_batched_tokens, self.prompt, self.output, use_runs)
             for i in range(fleet.num_engines)
         ]
         if fleet.topology == "conditional":
@@ -127,10 +135,7 @@ class RunState:
         else:
             self.colloc_pool = self.engines[: fleet.num_mixed]
             self.decode_pool = self.engines[fleet.num_mixed :]
-        self.prefill_free = list(range(fleet.num_prefill))  # a heap of idle prefill GPU indices
-        self.prefill_queue: deque[int] = deque()
-        self.prefill_queue_tokens = 0  # prompt tokens in prefill_queue
-        self.prefill_inflight_tokens = 0  # prompt tokens of the prefills running now
+        self.pool = PrefillPool(fleet.num_prefill, fleet.prefill_queue_discipline, self.prompt)
         self.ask_policy = fleet.can_collocate and fleet.can_disaggregate
         # A policy that learns from finished requests (solver.sim.calibrating) is told ids and outcomes.
         self.learner = sim.policy if isinstance(sim.policy, LearningPolicy) else None
@@ -191,21 +196,22 @@ class RunState:
         else:
             batch = target_kv = target_pending = 0
         num_prefill = self.fleet.num_prefill
+        pool = self.pool
         view = RouteView(
             self.prompt[rid],
             self.predicted[rid],
             load,
             batch,
-            len(self.prefill_queue),
-            self.fleet.chunk_size,
+            pool.num_queued,
+            self.fleet.max_num_batched_tokens,
             colloc_kv,
             pending,
             waiting,
             target_kv,
             target_pending,
-            self.prefill_queue_tokens,
-            num_prefill - len(self.prefill_free),
-            self.prefill_inflight_tokens,
+            pool.queued_tokens,
+            pool.num_running,
+            pool.running_tokens,
             num_prefill,
             self.ttft_slo_ms,
             self.tpot_slo_ms,
@@ -233,8 +239,7 @@ class RunState:
             self.is_disagg[rid] = True
             target.num_assigned += 1
             self.dest[rid] = target.index
-            self.prefill_queue.append(rid)
-            self.prefill_queue_tokens += self.prompt[rid]
+            self.pool.place(rid)
             self._start_prefills(t)
         elif colloc is not None:
             colloc.num_assigned += 1
@@ -252,7 +257,7 @@ class RunState:
         if needs_prefill:
             gpu.add_prefill(rid)
         else:
-            gpu.join_decode(rid)
+            gpu.add_remote(rid)
         if not gpu.is_busy:
             self._start_step(gpu, t)
 
@@ -262,8 +267,11 @@ class RunState:
             self._push(end, _STEP_END, gpu.index, gpu.version)
 
     def _end_step(self, gpu: BatchingGpu, t: float) -> None:
-        produced, finished, prefilled = gpu.end_step()
+        produced, finished, prefilled, first = gpu.end_step()
         self.total_tokens += produced
+        if not self.first_from_prefill:
+            for rid in first:
+                self.first_token[rid] = t
         for rid, tokens in finished:
             self._finish(gpu, rid, t, tokens)
         for rid in prefilled:
@@ -276,6 +284,7 @@ class RunState:
         # Still marked busy while the waiting line is admitted, so the next step is composed
         # once, after every admission.
         self._admit_waiting(gpu, t)
+        gpu.boundary()
         gpu.is_busy = False
         self._start_step(gpu, t)
 
@@ -297,33 +306,31 @@ class RunState:
 
     # --- prefill pool and transfers ---------------------------------------------------------
     def _start_prefills(self, t: float) -> None:
-        free = self.prefill_free
-        queue = self.prefill_queue
-        while free and queue:
-            g = heappop(free)
-            rid = queue.popleft()
+        lat = self.lat
+        for g, rid in self.pool.take_startable():
             prompt = self.prompt[rid]
-            self.prefill_queue_tokens -= prompt
-            self.prefill_inflight_tokens += prompt
             self.num_prefill_forwards += 1
-            self._push(t + self.lat.prefill_ms(prompt), _PREFILL_END, g, rid)
+            if lat.is_extrapolated(prompt):
+                self.num_extrapolated_forwards += 1
+            self._push(t + lat.prefill_ms(prompt), _PREFILL_END, g, rid)
 
     def _end_prefill(self, g: int, rid: int, t: float) -> None:
-        heappush(self.prefill_free, g)
-        self.prefill_inflight_tokens -= self.prompt[rid]
+        self.pool.finish(g, rid)
         gpu = self.engines[self.dest[rid]]
+        if self.first_from_prefill:
+            self.first_token[rid] = t
+            if self.output[rid] == 1:  # the proxy has the whole answer: no transfer
+                self.total_tokens += 1
+                self._finish(gpu, rid, t, 1)
+                self._start_prefills(t)
+                return
         start = t if t > gpu.link_free_ms else gpu.link_free_ms
         gpu.link_free_ms = start + self.lat.transfer_ms(self.prompt[rid])
         self._push(gpu.link_free_ms, _TRANSFER_END, gpu.index, rid)
         self._start_prefills(t)
 
     def _end_transfer(self, gpu: BatchingGpu, rid: int, t: float) -> None:
-        self.first_token[rid] = t
-        self.total_tokens += 1
-        if self.output[rid] == 1:
-            self._finish(gpu, rid, t, 1)
-        else:
-            self._admit(gpu, rid, False, t)
+        self._admit(gpu, rid, False, t)
 
     # --- results ----------------------------------------------------------------------------
     def records(self, policy_name: str) -> SimRecords:
@@ -349,4 +356,6 @@ class RunState:
             total_tokens_generated=self.total_tokens,
             num_engine_steps=sum(gpu.step_count for gpu in self.engines),
             num_prefill_forwards=self.num_prefill_forwards,
+            num_extrapolated_steps=self.num_extrapolated_forwards
+            + sum(gpu.num_extrapolated for gpu in self.engines),
         )

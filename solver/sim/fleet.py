@@ -15,6 +15,22 @@ Two topologies:
 "Least-loaded" counts the requests assigned to a GPU and not finished (running, waiting,
 or still in prefill or transfer towards it); ties go to the lowest index. When only one path
 exists (no prefill GPUs, or no mixed GPUs), every request takes it and the policy is not asked.
+
+Engine settings follow vLLM's v1 scheduler: ``max_num_batched_tokens`` is one step's token
+budget, shared by its decode tokens (one per running decode, scheduled first) and its prefill
+chunk (the rest, FCFS over the prompts); as vLLM requires, it is at least ``max_num_seqs``.
+
+Prefill pool queueing (``prefill_queue``): ``shared`` (one FIFO queue, a free worker takes its
+head: the optimistic case), ``round-robin`` (each request placed on the next worker in turn, one
+FIFO queue per worker: NVIDIA Dynamo's default router mode) or ``least-loaded`` (placed on the
+worker with the fewest prompt tokens queued and running, ties to the lowest index: the llm-d
+scheduler's queue scorer). ``None`` takes the topology's default (``DEFAULT_PREFILL_QUEUE``).
+
+First token of a disaggregated request (``first_token``): ``decode-engine`` (a client reading
+the decode engine, as vLLM's disaggregation proxy and Dynamo stream it: admitted at the decode
+engine's next step boundary after the KV transfer, KV seen at the one after, the first token at
+the end of its first decode step) or ``prefill-engine`` (a proxy that streams the prefill
+engine's token: out when the prefill pass ends; the decode engine's timeline is unchanged).
 """
 
 from __future__ import annotations
@@ -24,6 +40,9 @@ from dataclasses import dataclass
 from solver.errors import InvalidSimConfig
 
 TOPOLOGIES = ("conditional", "pools")
+PREFILL_QUEUES = ("shared", "round-robin", "least-loaded")
+DEFAULT_PREFILL_QUEUE = {"conditional": "round-robin", "pools": "least-loaded"}
+FIRST_TOKEN_SOURCES = ("decode-engine", "prefill-engine")
 
 
 @dataclass(frozen=True)
@@ -31,11 +50,14 @@ class FleetConfig:
     """Sizes and engine limits of the simulated fleet."""
 
     topology: str = "conditional"  # "conditional" or "pools" (module docstring)
-    num_prefill: int = 2  # dedicated prefill GPUs (one prompt per forward, FIFO from one queue)
+    num_prefill: int = 2  # dedicated prefill GPUs (one prompt per forward pass)
     num_decode: int = 6  # decode GPUs (conditional: they also prefill locally)
     num_mixed: int = 0  # pools only: GPUs serving collocated requests
-    chunk_size: int = 512  # prefill tokens per engine step on decode / mixed GPUs
+    # Tokens per engine step on decode / mixed GPUs, decode tokens included (vLLM's setting).
+    max_num_batched_tokens: int = 512
     max_num_seqs: int = 256  # requests running (prefilling or decoding) per decode / mixed GPU
+    prefill_queue: str | None = None  # shared | round-robin | least-loaded; None: the topology's
+    first_token: str = "decode-engine"  # where a disaggregated request's first token is read
 
     def __post_init__(self) -> None:
         if self.topology not in TOPOLOGIES:
@@ -44,10 +66,23 @@ class FleetConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise InvalidSimConfig(f"{name}: expected an integer >= 0, got {value!r}")
-        for name in ("chunk_size", "max_num_seqs"):
+        for name in ("max_num_batched_tokens", "max_num_seqs"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise InvalidSimConfig(f"{name}: expected an integer >= 1, got {value!r}")
+        if self.max_num_batched_tokens < self.max_num_seqs:
+            raise InvalidSimConfig(
+                f"max_num_batched_tokens: {self.max_num_batched_tokens} is below max_num_seqs "
+                f"{self.max_num_seqs} (a step must fit one token per running request, as vLLM requires)"
+            )
+        if self.prefill_queue is not None and self.prefill_queue not in PREFILL_QUEUES:
+            raise InvalidSimConfig(
+                f"prefill_queue: unknown {self.prefill_queue!r} (one of {', '.join(PREFILL_QUEUES)})"
+            )
+        if self.first_token not in FIRST_TOKEN_SOURCES:
+            raise InvalidSimConfig(
+                f"first_token: unknown {self.first_token!r} (one of {', '.join(FIRST_TOKEN_SOURCES)})"
+            )
         if self.topology == "conditional":
             if self.num_decode < 1:
                 raise InvalidSimConfig("conditional topology needs at least one decode GPU")
@@ -55,6 +90,11 @@ class FleetConfig:
                 raise InvalidSimConfig("mixed GPUs belong to the pools topology")
         elif self.num_mixed < 1 and not (self.num_prefill and self.num_decode):
             raise InvalidSimConfig("pools topology needs mixed GPUs, or prefill and decode GPUs")
+
+    @property
+    def prefill_queue_discipline(self) -> str:
+        """The prefill pool's queueing in force (the setting, or the topology's default)."""
+        return self.prefill_queue if self.prefill_queue is not None else DEFAULT_PREFILL_QUEUE[self.topology]
 
     @property
     def can_collocate(self) -> bool:
@@ -77,3 +117,10 @@ class FleetConfig:
         if self.topology == "conditional":
             return f"conditional: {self.num_prefill} prefill + {self.num_decode} decode GPUs"
         return f"pools: {self.num_mixed} mixed + {self.num_prefill} prefill + {self.num_decode} decode GPUs"
+
+    def describe_engines(self) -> str:
+        """The engines' scheduling settings, for a run's header line."""
+        return (
+            f"budget {self.max_num_batched_tokens} tokens/step, "
+            f"prefill queue {self.prefill_queue_discipline}, first token from the {self.first_token}"
+        )

@@ -19,13 +19,28 @@ Interpolation (stated once here, relied on by the tests):
   floored at 0 (negative table entries are timing noise).
 - ``transfer_ms(L)`` = ``L * bytes_per_token / (p2p_bandwidth_GBps * 1e6)``.
 
-Engine step times built from these (see ``solver.sim.events``): a decode-only step of ``b``
-sequences with mean context ``kv`` takes ``decode_ms(kv, b)``; a mixed step adds
-``interference_ms(c, b)`` for its ``c`` prefill tokens (``T_interference`` is ``T_mixed -
-T_baseline``, so at ``kv = interference_kv_len`` this is the measured mixed step); a
-prefill-only step that carries tokens ``p..p+c`` of a prompt takes ``prefill_ms(p + c) -
-prefill_ms(p)`` (with ``prefill_ms(0) = 0``), so a prompt prefilled in chunks on an idle GPU
-costs exactly ``prefill_ms(L)``.
+Engine step times built from these (see ``solver.sim.batching_gpu``): every step is one forward
+pass. A decode-only step of ``b`` sequences with mean context ``kv`` takes ``decode_ms(kv, b)``;
+a mixed step adds ``interference_ms(c, b)`` for its ``c`` prefill tokens (``T_interference`` is
+``T_mixed - T_baseline``: the chunk rides in the decodes' pass, which reads the weights once, so
+the measured difference is the chunk's price, not a second pass); a prefill-only step of ``c``
+tokens takes ``prefill_ms(c)``. A chunk that continues a prompt (tokens ``p..p+c``, ``p > 0``)
+also attends over its ``p``-token prefix: ``prefix_attention_ms(p, c)`` is added (below).
+
+The chunk pass. One pass of tokens ``p..p+c`` costs the pass's fixed cost plus the tokens' work,
+attention over the prefix included. ``T_prefill(p + c) - T_prefill(p)`` is that work (the one-
+pass prefill of ``p + c`` tokens did it, with ``p``'s own work taken away); the fixed cost is
+``pass_fixed_ms``: the intercept at zero tokens of the least-squares line through the
+``T_prefill`` points at and above the largest measured chunk (the compute-bound part of the
+curve; the two largest points when fewer lie there), clamped to ``[0, T_prefill(smallest)]``.
+So ``chunk_pass_ms(p, c) = max(T_prefill(c), T_prefill(p + c) - T_prefill(p) + pass_fixed_ms)``
+(a chunk is never cheaper than the same tokens with no prefix), and ``prefix_attention_ms(p, c)``
+is its excess over ``T_prefill(c)``. A prompt chunked on an idle GPU therefore costs one pass
+per chunk, more than one unchunked pass (on the default profile 1,024 tokens in two 512-token
+chunks: 25.8 ms against 22.7 ms).
+
+``max_prompt_len`` is the largest measured prompt length: a prefill lookup beyond it is a
+linear extrapolation, which the simulator counts (``is_extrapolated``).
 """
 
 from __future__ import annotations
@@ -130,14 +145,29 @@ class StepLatency:
         self.transfer_ms_per_token = profile.bytes_per_token / (profile.p2p_bandwidth_GBps * 1e6)
         self.interference_kv_len = profile.interference_kv_len
         self.max_chunk = max(c for c, _ in profile.T_interference)
+        self.max_prompt_len = lens[-1]
+        self.pass_fixed_ms = _pass_fixed_ms(lens, [profile.T_prefill[k] for k in lens], self.max_chunk)
 
     def prefill_ms(self, prompt_len: float) -> float:
         """One prefill forward of ``prompt_len`` tokens on a GPU running nothing else (ms)."""
         return self._prefill(prompt_len) if prompt_len > 0 else 0.0
 
-    def prefill_chunk_ms(self, done: int, take: int) -> float:
-        """Tokens ``done..done+take`` of a prompt, alone on the GPU (ms): the prefill increment."""
-        return self.prefill_ms(done + take) - self.prefill_ms(done)
+    def chunk_pass_ms(self, done: int, take: int) -> float:
+        """One pass of tokens ``done..done+take`` of a prompt, alone on the GPU (ms): the pass's
+        fixed cost plus the tokens' work over their prefix (module docstring)."""
+        return self.prefill_ms(take) + self.prefix_attention_ms(done, take)
+
+    def prefix_attention_ms(self, done: int, take: int) -> float:
+        """What attending over a ``done``-token prefix adds to a ``take``-token chunk (ms, >= 0)."""
+        if done <= 0:
+            return 0.0
+        prefill = self._prefill
+        extra = prefill(done + take) - prefill(done) + self.pass_fixed_ms - prefill(take)
+        return extra if extra > 0.0 else 0.0
+
+    def is_extrapolated(self, prompt_tokens: int) -> bool:
+        """Whether a prefill lookup at ``prompt_tokens`` lies beyond the measured grid."""
+        return prompt_tokens > self.max_prompt_len
 
     def decode_ms(self, kv_len: float, batch: int) -> float:
         """One decode step of ``batch`` sequences whose mean context is ``kv_len`` tokens (ms)."""
@@ -163,3 +193,19 @@ class StepLatency:
     def transfer_ms(self, prompt_len: float) -> float:
         """KV-cache transfer of a ``prompt_len``-token prompt over the profile's link (ms)."""
         return prompt_len * self.transfer_ms_per_token
+
+
+def _pass_fixed_ms(lens: Sequence[int], ms: Sequence[float], max_chunk: int) -> float:
+    """A forward pass's fixed cost (ms): the zero-token intercept of the least-squares line
+    through the prefill points at prompt lengths >= ``max_chunk`` (the two largest points when
+    fewer lie there), clamped to ``[0, ms of the smallest prompt]``; 0 with a single point."""
+    if len(lens) < 2:
+        return 0.0
+    pairs = [(x, y) for x, y in zip(lens, ms, strict=True) if x >= max_chunk]
+    if len(pairs) < 2:
+        pairs = list(zip(lens[-2:], ms[-2:], strict=True))
+    x = np.array([p[0] for p in pairs], dtype=np.float64)
+    y = np.array([p[1] for p in pairs], dtype=np.float64)
+    slope = float(np.sum((x - x.mean()) * (y - y.mean())) / np.sum((x - x.mean()) ** 2))
+    intercept = float(y.mean()) - slope * float(x.mean())
+    return min(max(intercept, 0.0), float(ms[0]))

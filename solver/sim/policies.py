@@ -73,7 +73,7 @@ class RouteView(NamedTuple):
     system_load: int  # decodes running on the collocation GPU
     decode_batch_size: int  # decodes running on the decode target
     prefill_queue_requests: int  # requests waiting (not started) for a prefill GPU
-    chunk_size: int  # prefill tokens per engine step on the collocation GPU
+    chunk_size: int  # the engines' step token budget (max_num_batched_tokens), decode tokens included
     colloc_context_tokens: int = 0  # KV tokens of the collocation GPU's running decodes
     # Prompt tokens routed to the collocation GPU for local prefill and not yet in a started
     # step: the rest of its chunked-prefill queue plus prompts waiting for a batch slot.

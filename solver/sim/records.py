@@ -2,9 +2,11 @@
 
 Times are milliseconds from the first arrival. Definitions used by every metric:
 
-- TTFT = ``first_token_ms - arrival_ms``. The first token comes from the prefill; collocated it
-  is out when the step that finishes the prefill ends; disaggregated when the KV transfer to
-  the decode GPU ends (the decode GPU streams it).
+- TTFT = ``first_token_ms - arrival_ms``, as a client sees it. Collocated, the first token is
+  out when the step that finishes the prefill ends; disaggregated (``FleetConfig.first_token``),
+  by default when the decode engine's first decode step for it ends (admitted at the step
+  boundary after the KV transfer, KV seen at the one after), or when the prefill engine's pass
+  ends for a proxy streaming that token.
 - end-to-end latency = ``finish_ms - arrival_ms`` (the last token is out).
 - TPOT = ``(finish_ms - first_token_ms) / (output_len - 1)``: undefined (NaN) for one-token
   outputs, which are left out of TPOT statistics.
@@ -94,6 +96,9 @@ class SimRecords:
     total_tokens_generated: int  # summed over engine steps (decodes per step) and prefills
     num_engine_steps: int  # engine steps run on decode / mixed GPUs
     num_prefill_forwards: int  # forwards run on prefill GPUs
+    # Engine steps and prefill-pool passes whose prefill lookup lies beyond the profile's measured
+    # prompt lengths (a linear extrapolation, which underestimates attention's growth).
+    num_extrapolated_steps: int
 
     @property
     def num_requests(self) -> int:

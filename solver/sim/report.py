@@ -14,7 +14,9 @@ Definitions (``SimRecords`` gives TTFT, end-to-end latency and TPOT per request)
   requests), and have no latency, so the percentiles are over the served requests only;
   ``share_shed`` is their share, ``share_infeasible`` the share of infeasible answers (shed or
   not);
-- ``ttft_error`` / ``e2e_error``: the policy's prediction error (``solver.sim.accuracy``).
+- ``ttft_error`` / ``e2e_error``: the policy's prediction error (``solver.sim.accuracy``);
+- ``num_passes``: forward passes run (engine steps and prefill-pool passes), of which
+  ``num_extrapolated_passes`` read a prefill time beyond the profile's measured prompt lengths.
 """
 
 from __future__ import annotations
@@ -82,6 +84,8 @@ class PolicyMetrics:
     ttft_error: PredictionError | None  # None: the policy does not predict
     e2e_error: PredictionError | None
     setting: str | None = None  # the rule a hindsight-tuned entry chose at this load
+    num_passes: int = 0  # engine steps plus prefill-pool passes
+    num_extrapolated_passes: int = 0  # of them, with a prefill lookup beyond the measured grid
 
     @property
     def label(self) -> str:
@@ -118,6 +122,8 @@ def summarize(records: SimRecords, offered_rate: float, slo: SloLimits) -> Polic
         share_shed=float(np.count_nonzero(records.is_shed)) / n,
         share_infeasible=float(np.count_nonzero(records.is_infeasible)) / n,
         ttft_error=PredictionError.of(records.predicted_ttft_ms, ttft),
+        num_passes=records.num_engine_steps + records.num_prefill_forwards,
+        num_extrapolated_passes=records.num_extrapolated_steps,
         e2e_error=PredictionError.of(records.predicted_e2e_ms, e2e),
     )
 
@@ -190,3 +196,17 @@ def format_markdown(metrics: Sequence[PolicyMetrics]) -> str:
     rows.extend("| " + " | ".join(_cells(m)) + " |" for m in metrics)
     errors = format_error_markdown(metrics)
     return "\n".join(rows) + (f"\n\nPrediction error of the chosen path:\n\n{errors}" if errors else "")
+
+
+def format_extrapolation(metrics: Sequence[PolicyMetrics]) -> str:
+    """One line: how many forward passes read prefill times beyond the measured grid."""
+    total = sum(m.num_passes for m in metrics)
+    beyond = sum(m.num_extrapolated_passes for m in metrics)
+    if not beyond:
+        return f"extrapolated passes: none of {total:,} (every prefill lookup within the measured grid)"
+    worst = max(metrics, key=lambda m: m.num_extrapolated_passes / max(m.num_passes, 1))
+    return (
+        f"extrapolated passes (prefill beyond the measured prompt grid): {beyond:,} of {total:,} "
+        f"({100.0 * beyond / total:.2f} %); most in {worst.label} at {worst.offered_rate:g}/s: "
+        f"{worst.num_extrapolated_passes:,} of {worst.num_passes:,}"
+    )

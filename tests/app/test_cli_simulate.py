@@ -93,7 +93,9 @@ def test_simulate_trace_all_policies(
     assert "fitted them from --profile" in captured.err  # the test params are schema version 1
     assert doc["settings"]["shed"] is False
     assert doc["settings"]["fleet"]["num_decode"] == 2
-    assert doc["settings"]["fleet"]["chunk_size"] == 512  # the largest profiled chunk
+    assert doc["settings"]["fleet"]["max_num_batched_tokens"] == 512  # the largest profiled chunk
+    assert doc["settings"]["fleet"]["prefill_queue"] == "round-robin"
+    assert "extrapolated passes" in printed
     markdown = (out / "results.md").read_text()
     assert markdown.startswith("| policy |") and "Prediction error of the chosen path" in markdown
     assert "| cost-model | 2.00 |" in markdown
@@ -170,6 +172,8 @@ def test_simulate_best_static_with_shedding(tmp_path: Path, profile_file: Path) 
         (["--trace", "GOOD", "--policies", "queue-aware", "--slo-margin", "1"], "--slo-margin: expected"),
         (["--trace", "GOOD", "-o", "FILE"], "cannot create the output folder"),
         (["--trace", "GOOD", "--calibrate", "--calibrate-refresh", "0"], "--calibrate-refresh: expected"),
+        (["--trace", "GOOD", "--max-num-batched-tokens", "100"], "100 is below max_num_seqs 256"),
+        (["--trace", "GOOD", "--max-num-batched-tokens", "512", "--chunk-size", "512"], "not both"),
     ],
 )
 def test_simulate_errors_are_one_line(

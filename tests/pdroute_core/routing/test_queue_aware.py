@@ -32,14 +32,15 @@ from tests.factories import FORMS, TEST_PARAMS, XFER, qa_model, random_route_inp
 
 
 def test_collocated_terms_by_hand() -> None:
-    # L=1000, O=101, B=10 decodes with K=20000 context tokens, chunk 256, 100 tokens pending.
+    # L=1000, O=101, B=10 decodes with K=20000 context tokens, budget 256, 100 tokens pending.
     b = qa_model().decide(
         RouteInputs(1000, 101, 10, 10, 256, pending_prefill_tokens=100, colloc_context_tokens=20_000)
     )
-    # P + u = 1100 -> n = ceil(1100/256) = 5 steps, the last carrying 1100 - 4*256 = 76 tokens.
+    # The 10 decodes take 10 of the 256 tokens: chunks of 246. P + u = 1100 -> n = ceil(1100/246)
+    # = 5 steps, the last carrying 1100 - 4*246 = 116 tokens.
     step = 5.0 + 0.01 * 10 + 1e-5 * 20_000  # 5.3 ms
-    # Half the step in flight, then the chunk steps: 2.65 + 26.5 + 10.24 + 0.76.
-    steps = 5 * step + 4 * (0.01 * 256) + 0.01 * 76
+    # Half the step in flight, then the chunk steps: 2.65 + 26.5 + 9.84 + 1.16.
+    steps = 5 * step + 4 * (0.01 * 246) + 0.01 * 116
     ttft = 0.5 * step + steps
     assert b.chunk_steps == 5.0
     assert b.ttft_collocated_ms == pytest.approx(ttft)
@@ -57,9 +58,9 @@ def test_a_prefill_rate_stretches_the_decode_step_by_hand() -> None:
     # 10 decodes, K = 20,000, no prompt pending; 20,000 prompt tokens/s prefilled there lately.
     x = RouteInputs(1000, 101, 10, 10, 256, pending_prefill_tokens=0, colloc_context_tokens=20_000)
     step = 5.0 + 0.01 * 11 + 1e-5 * (20_000 + 1000 + 50.5)
-    chunk = 0.01 * 256  # f(256, 11) = 2.56 ms
-    # 20,000 / 256 chunks per second of 2.56 ms each: a fifth of the GPU's time is prefill.
-    rho = 20_000 * chunk / 256 / 1000
+    chunk = 0.01 * 245  # beside 11 decodes a step carries 245 prompt tokens: f(245, 11) = 2.45 ms
+    # 20,000 / 245 chunks per second of 2.45 ms each: a fifth of the GPU's time is prefill.
+    rho = 20_000 * chunk / 245 / 1000
     assert rho == pytest.approx(0.2) and rho < chunk / (step + chunk)  # below the cap
     b = qa_model().decide(dataclasses.replace(x, colloc_prefill_tokens_per_s=20_000.0))
     assert b.tpot_collocated_ms == pytest.approx(step / (1 - rho))
@@ -76,16 +77,18 @@ def test_a_prefill_rate_stretches_the_decode_step_by_hand() -> None:
     # of the 100 decode steps already fills them.
     step_d = 5.0 + 0.01 * 11 + 1e-5 * (10 * 1000 + 1050.5)
     ttft_d = qa_model().decide(x).ttft_disaggregated_ms
-    drained = 256 * ttft_d / (step_d + chunk)  # prefilled there while this request waits for TTFT_d
+    drained = 245 * ttft_d / (step_d + chunk)  # prefilled there while this request waits for TTFT_d
     full = dataclasses.replace(x, decode_pending_prefill_tokens=40_000, decode_prefill_tokens_per_s=20_000.0)
-    assert 40_000 - drained > 100 * 256
+    assert 40_000 - drained > 100 * 245
     assert qa_model().decide(full).tpot_disaggregated_ms == pytest.approx(step_d + chunk)
     half_left = round(drained) + 6400  # about a quarter chunk left per decode step
     half = dataclasses.replace(
         x, decode_pending_prefill_tokens=half_left, decode_prefill_tokens_per_s=5_000.0
     )
-    rho_half = 5_000 * chunk / 256 / 1000
-    share = (half_left - drained) / 100 / 256
+    # The drain during TTFT_d now counts the first token's boundary steps, which carry chunks.
+    drained = 245 * qa_model().decide(half).ttft_disaggregated_ms / (step_d + chunk)
+    rho_half = 5_000 * chunk / 245 / 1000
+    share = (half_left - drained) / 100 / 245
     assert 0.2 < share < 0.3
     assert qa_model().decide(half).tpot_disaggregated_ms == pytest.approx(
         (step_d + share * chunk) / (1 - rho_half)
@@ -124,7 +127,10 @@ def test_disaggregated_terms_by_hand() -> None:
     assert b.prefill_wait_ms == pytest.approx(wait)
     assert b.prefill_ms == pytest.approx(prefill)
     assert b.transfer_ms == pytest.approx(1000 * XFER)
-    assert b.ttft_disaggregated_ms == pytest.approx(wait + prefill + 1000 * XFER)
+    # The decode engine: half a step of its 4 decodes to the boundary, one step to see the KV
+    # (5.12 ms each), then the first decode step with the request in it (5.14 ms).
+    first = 1.5 * (5.0 + 0.01 * 4 + 1e-5 * 8000) + (5.0 + 0.01 * 5 + 1e-5 * 9000)
+    assert b.ttft_disaggregated_ms == pytest.approx(wait + prefill + 1000 * XFER + first)
     tpot = 5.0 + 0.01 * 5 + 1e-5 * (8000 + 1000 + 50.5)
     assert b.tpot_disaggregated_ms == pytest.approx(tpot)
     join = 100 * (0.01 + 1e-5 * (1000 + 50.5))
@@ -133,7 +139,8 @@ def test_disaggregated_terms_by_hand() -> None:
 
 def test_idle_gpu_prefills_without_decode_steps() -> None:
     b = qa_model().decide(RouteInputs(600, 10, 0, 0, 256, pending_prefill_tokens=300))
-    assert b.ttft_collocated_ms == pytest.approx((10 + 0.02 * 500) + (10 + 0.02 * 200))
+    # 900 tokens in passes of 256, 256, 256 and 132: one pass per chunk.
+    assert b.ttft_collocated_ms == pytest.approx(3 * (10 + 0.02 * 156) + (10 + 0.02 * 32))
     assert b.harm_collocated_ms == 0.0
 
 

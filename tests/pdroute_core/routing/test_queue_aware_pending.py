@@ -14,7 +14,8 @@ X = RouteInputs(
     1000, 101, 10, 10, 256, colloc_context_tokens=20_000, decode_context_tokens=20_000, prefill_pool_gpus=2
 )
 STEP = 5.0 + 0.01 * 11 + 1e-5 * (20_000 + 1000 + 50.5)  # s(B + 1, K + L + O/2) on either GPU
-CHUNK = 0.01 * 256  # f(256, 11)
+CHUNK_TOKENS = 256 - 11  # the budget less the 11 decodes' tokens
+CHUNK = 0.01 * CHUNK_TOKENS  # f(245, 11)
 
 
 def test_collocated_tpot_does_not_depend_on_the_prompts_pending_there() -> None:
@@ -38,12 +39,14 @@ def _tpot_d(x: RouteInputs) -> float:
 def test_disaggregated_tpot_charges_what_is_left_of_the_decode_gpus_pending_tokens() -> None:
     b = qa_model().decide(X)
     assert b.tpot_disaggregated_ms == pytest.approx(STEP)
-    drained = 256 * b.ttft_disaggregated_ms / (STEP + CHUNK)  # prefilled while this one waits for TTFT_d
-    # All drained before this request decodes: nothing charged.
+    drained = CHUNK_TOKENS * b.ttft_disaggregated_ms / (STEP + CHUNK)  # prefilled while it waits
+    # All drained before this request decodes (its TTFT_d only grows with pending chunks): nothing charged.
     assert _tpot_d(dataclasses.replace(X, decode_pending_prefill_tokens=int(drained))) == STEP
     # What is left is shared among the 100 decode steps.
     pd = int(drained) + 5000
-    share = (pd - drained) / 100 / 256
+    with_pd = dataclasses.replace(X, decode_pending_prefill_tokens=pd)
+    drained = CHUNK_TOKENS * qa_model().decide(with_pd).ttft_disaggregated_ms / (STEP + CHUNK)
+    share = (pd - drained) / 100 / CHUNK_TOKENS
     assert _tpot_d(dataclasses.replace(X, decode_pending_prefill_tokens=pd)) == pytest.approx(
         STEP + share * CHUNK
     )
@@ -69,8 +72,8 @@ def test_a_single_output_token_takes_the_share_over_one_step() -> None:
     x = dataclasses.replace(X, predicted_output_len=1, decode_pending_prefill_tokens=1000)
     b = qa_model().decide(x)
     s = 5.0 + 0.01 * 11 + 1e-5 * (20_000 + 1000 + 0.5)
-    left = max(0.0, 1000 - 256 * b.ttft_disaggregated_ms / (s + CHUNK))
-    assert b.tpot_disaggregated_ms == pytest.approx(s + min(1.0, left / 256) * CHUNK)
+    left = max(0.0, 1000 - CHUNK_TOKENS * b.ttft_disaggregated_ms / (s + CHUNK))
+    assert b.tpot_disaggregated_ms == pytest.approx(s + min(1.0, left / CHUNK_TOKENS) * CHUNK)
 
 
 # --- the running prefills' length -----------------------------------------------------------------
@@ -82,7 +85,9 @@ def test_running_prefills_length_sets_the_residual_wait_when_the_pool_is_busy() 
     b = qa_model().decide(dataclasses.replace(BUSY, prefill_running_tokens=8000))
     t_run = 10.0 + 0.02 * (4000 - 100)  # two running prefills of 4,000 tokens each: 88 ms
     assert b.prefill_wait_ms == pytest.approx(t_run / 3 + 3 * T_AHEAD / 2)
-    assert b.ttft_disaggregated_ms == pytest.approx(b.prefill_wait_ms + 28.0 + 1000 * XFER)
+    # The decode engine's first token: 1.5 steps of its 10 decodes, then its first step with 11.
+    first = 1.5 * (5.0 + 0.01 * 10 + 1e-5 * 20_000) + (5.0 + 0.01 * 11 + 1e-5 * 21_000)
+    assert b.ttft_disaggregated_ms == pytest.approx(b.prefill_wait_ms + 28.0 + 1000 * XFER + first)
     waits = [
         qa_model().decide(dataclasses.replace(BUSY, prefill_running_tokens=y)).prefill_wait_ms
         for y in (0, 1000, 4000, 16_000)

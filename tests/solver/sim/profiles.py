@@ -7,6 +7,7 @@ expected latency from the formula, independently of the interpolation code.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from solver.profile_result import ProfileResult
@@ -56,4 +57,26 @@ def make_profile(bandwidth_gbps: float = 12.9, bytes_per_token: int = 147456, **
         device={"name": "synthetic-gpu"},
         transfer_path="pinned-relay",
         **extra,
+    )
+
+
+# A prefill curve with a steeper top (attention growing with the prompt), for the chunk-pass
+# rules: T(64..2048) = 4, 5, 7, 11, 26, 50 ms, and chunks measured up to 1,024 tokens so the
+# pass's fixed cost is the intercept of the line through (1024, 26) and (2048, 50): 2 ms.
+CONVEX_PREFILL_MS = {64: 4.0, 128: 5.0, 256: 7.0, 512: 11.0, 1024: 26.0, 2048: 50.0}
+CONVEX_CHUNKS = (64, 128, 256, 512, 1024)
+
+
+def make_convex_profile() -> ProfileResult:
+    """``make_profile`` with ``CONVEX_PREFILL_MS`` and interference chunks up to 1,024."""
+    base = make_profile()
+    keys = [(c, b) for c in CONVEX_CHUNKS for b in DECODE_BATCHES]
+    baseline = {(c, b): decode_formula_ms(INTERFERENCE_KV_LEN, b) for c, b in keys}
+    interference = {(c, b): interference_formula_ms(c, b) for c, b in keys}
+    return dataclasses.replace(
+        base,
+        T_prefill=dict(CONVEX_PREFILL_MS),
+        T_interference=interference,
+        T_mixed={key: baseline[key] + interference[key] for key in baseline},
+        T_baseline=baseline,
     )

@@ -25,7 +25,7 @@ def test_decode_steps_use_the_mean_context_and_finish_on_time(latency: StepLaten
         expected = P.decode_formula_ms((300 + step + 700 + step) / 2, 2) if step <= 2 else None
         if expected is not None:
             assert end - t == pytest.approx(expected, rel=1e-12)
-        produced, finished, prefilled = gpu.end_step()
+        produced, finished, prefilled, _ = gpu.end_step()
         assert prefilled == []
         assert produced == (2 if step <= 2 else 1)
         finished_at.update({rid: (step, tokens) for rid, tokens in finished})
@@ -45,8 +45,10 @@ def test_chunked_prefill_packs_prompts_into_the_budget(latency: StepLatency) -> 
     assert gpu.end_step()[2] == []
     end2 = gpu.start(end)
     assert end2 is not None
-    # The last 44 tokens of prompt 0 and all 100 of prompt 1 share the step: both finish.
-    assert end2 - end == pytest.approx(latency.prefill_chunk_ms(256, 44) + latency.prefill_ms(100))
+    # The last 44 tokens of prompt 0 and all 100 of prompt 1 share one pass of 144 tokens (plus
+    # the 44 tokens' attention over their 256-token prefix): both finish.
+    expected = latency.prefill_ms(144) + latency.prefix_attention_ms(256, 44)
+    assert end2 - end == pytest.approx(expected)
     assert gpu.end_step()[2] == [0, 1]
 
 
@@ -85,5 +87,5 @@ def test_a_cut_run_ends_with_the_step_in_flight(latency: StepLatency) -> None:
     cut_at = (ends[9] + ends[10]) / 2  # during the 11th step
     assert runs.cut_run(cut_at) == ends[10]
     assert runs.step_count == 11 and runs.version == version + 1
-    produced, finished, _ = runs.end_step()
+    produced, finished, _, _ = runs.end_step()
     assert produced == 11 and finished == []

@@ -48,7 +48,7 @@ class Recording(CalibratingPolicy):
 def test_learns_a_wrong_decode_step_and_predicts_better() -> None:
     right, wrong = _models()
     wl = poisson_workload(3000, 6.0, parse_length_spec("lognormal:900,150"), seed=5)
-    fleet = FleetConfig("conditional", 1, 3, chunk_size=512)
+    fleet = FleetConfig("conditional", 1, 3, max_num_batched_tokens=512)
     policy = Recording(wrong)
     rec = simulate(synthetic_profile(), wl, policy, fleet)
     baseline = simulate(synthetic_profile(), wl, ModelPolicy(wrong, "wrong"), fleet)

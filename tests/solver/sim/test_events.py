@@ -28,8 +28,8 @@ from solver.sim import (
 from solver.sim.latency import StepLatency
 from tests.solver.sim import profiles as P
 
-ONE_GPU = FleetConfig(num_prefill=0, num_decode=1, chunk_size=512)
-ONE_PAIR = FleetConfig(num_prefill=1, num_decode=1, chunk_size=512)
+ONE_GPU = FleetConfig(num_prefill=0, num_decode=1, max_num_batched_tokens=512)
+ONE_PAIR = FleetConfig(num_prefill=1, num_decode=1, max_num_batched_tokens=512)
 
 
 def one_request(prompt_len: int, output_len: int) -> Workload:
@@ -41,6 +41,13 @@ def decode_sum_ms(prompt_len: int, output_len: int) -> float:
     below the smallest measured kv_len take its value: the table clamps below)."""
     kv_min = min(P.KV_LENS)
     return sum(P.decode_formula_ms(max(prompt_len + i, kv_min), 1) for i in range(1, output_len))
+
+
+def chunked_prefill_ms(prompt_len: int, budget: int = 512) -> float:
+    """A prompt prefilled alone in chunks of ``budget`` tokens: one pass per chunk. The synthetic
+    prefill is linear, so a chunk's work over its prefix equals the fixed cost's removal and
+    each pass costs ``T_prefill(chunk)``."""
+    return sum(P.prefill_formula_ms(min(budget, prompt_len - d)) for d in range(0, prompt_len, budget))
 
 
 def run_both(
@@ -59,9 +66,12 @@ def test_one_request_alone_collocated_matches_the_table(
     profile: ProfileResult, latency: StepLatency, prompt_len: int, output_len: int
 ) -> None:
     for rec in run_both(latency, ONE_GPU, AlwaysCollocated(), one_request(prompt_len, output_len)):
-        # TTFT is the table's prefill time, also when the prompt spans several 512-token chunks.
-        assert rec.ttft_ms[0] == pytest.approx(profile.T_prefill[prompt_len], rel=1e-12)
-        expected = profile.T_prefill[prompt_len] + decode_sum_ms(prompt_len, output_len)
+        # TTFT is one pass per 512-token chunk (the table's prefill time for one chunk).
+        prefill_ms = chunked_prefill_ms(prompt_len)
+        if prompt_len <= 512:
+            assert prefill_ms == profile.T_prefill[prompt_len]
+        assert rec.ttft_ms[0] == pytest.approx(prefill_ms, rel=1e-12)
+        expected = prefill_ms + decode_sum_ms(prompt_len, output_len)
         assert rec.e2e_ms[0] == pytest.approx(expected, rel=1e-12)
         assert not rec.is_disaggregated[0]
         assert not rec.was_policy_asked[0]  # no prefill GPU: only one path exists
@@ -81,9 +91,12 @@ def test_one_request_alone_disaggregated_adds_the_transfer(
 ) -> None:
     prompt_len = 1024
     transfer_ms = prompt_len * profile.bytes_per_token / (profile.p2p_bandwidth_GBps * 1e6)
+    # The idle decode engine admits the request and sees its KV at once; its first decode step
+    # (context: the prompt) makes the first token, each later step one more.
+    first_ms = profile.T_prefill[prompt_len] + transfer_ms + P.decode_formula_ms(prompt_len, 1)
     for rec in run_both(latency, ONE_PAIR, AlwaysDisaggregated(), one_request(prompt_len, output_len)):
-        assert rec.ttft_ms[0] == pytest.approx(profile.T_prefill[prompt_len] + transfer_ms, rel=1e-12)
-        expected = profile.T_prefill[prompt_len] + transfer_ms + decode_sum_ms(prompt_len, output_len)
+        assert rec.ttft_ms[0] == pytest.approx(first_ms, rel=1e-12)
+        expected = first_ms + decode_sum_ms(prompt_len, output_len)
         assert rec.e2e_ms[0] == pytest.approx(expected, rel=1e-12)
         assert rec.is_disaggregated[0] and rec.was_policy_asked[0]
 
@@ -111,7 +124,8 @@ def test_transfers_into_one_decode_gpu_queue_behind_each_other(
     wl = Workload(np.zeros(2), np.array([1024, 1024]), np.array([1, 1]))
     rec = simulate(latency, wl, AlwaysDisaggregated(), fleet)
     transfer_ms = latency.transfer_ms(1024)
-    prefill_ms = profile.T_prefill[1024]
+    prefill_ms = profile.T_prefill[1024] + P.decode_formula_ms(1024, 1)  # and the first decode step
+    assert P.decode_formula_ms(1024, 1) < transfer_ms  # the first is out before the second lands
     assert sorted(rec.ttft_ms.tolist()) == pytest.approx(
         [prefill_ms + transfer_ms, prefill_ms + 2 * transfer_ms], rel=1e-12
     )
@@ -122,13 +136,13 @@ def test_prefill_gpus_serve_one_queue_in_order(profile: ProfileResult, latency: 
     wl = Workload(np.zeros(3), np.array([512, 512, 512]), np.array([1, 1, 1]))
     rec = simulate(latency, wl, AlwaysDisaggregated(), fleet)
     # One prefill GPU: the prompts go through one after another.
-    ends = np.sort(rec.ttft_ms - latency.transfer_ms(512))
+    ends = np.sort(rec.ttft_ms - latency.transfer_ms(512) - P.decode_formula_ms(512, 1))
     assert ends == pytest.approx(np.array([1, 2, 3]) * profile.T_prefill[512], rel=1e-12)
     assert rec.num_prefill_forwards == 3
 
 
 FLEETS = [
-    FleetConfig(num_prefill=2, num_decode=4, max_num_seqs=16, chunk_size=256),
+    FleetConfig(num_prefill=2, num_decode=4, max_num_seqs=16, max_num_batched_tokens=256),
     FleetConfig("pools", num_prefill=1, num_decode=2, num_mixed=3, max_num_seqs=24),
 ]
 POLICIES: list[Policy] = [

@@ -83,10 +83,28 @@ def test_missing_decode_cells_are_filled_along_the_batch_axis() -> None:
     assert lat.decode_ms(100.0, 2) == pytest.approx(12.0)
 
 
-def test_prefill_chunks_telescope_to_the_whole_prefill(latency: StepLatency) -> None:
-    length = 1900
-    total = sum(latency.prefill_chunk_ms(done, min(256, length - done)) for done in range(0, length, 256))
-    assert total == pytest.approx(latency.prefill_ms(length), rel=1e-12)
+def test_the_pass_fixed_cost_is_the_intercept_of_the_compute_bound_line(latency: StepLatency) -> None:
+    # The synthetic prefill is 4 ms + 0.05 ms/token: the line through its points >= 512 tokens.
+    assert latency.pass_fixed_ms == pytest.approx(P.PREFILL_BASE_MS, rel=1e-12)
+    # A linear prefill leaves no prefix excess: each chunk pass costs T_prefill(chunk).
+    assert latency.prefix_attention_ms(1024, 256) == pytest.approx(0.0, abs=1e-12)
+    assert latency.chunk_pass_ms(1024, 256) == pytest.approx(P.prefill_formula_ms(256), rel=1e-12)
+    assert latency.prefix_attention_ms(0, 256) == 0.0
+
+
+def test_a_chunk_over_a_prefix_pays_the_work_the_one_pass_prefill_measured() -> None:
+    lat = StepLatency(P.make_convex_profile())
+    # Two points lie at or above the largest chunk (1,024): the line through (1024, 26) and
+    # (2048, 50) has slope 24/1024 and intercept 2 ms.
+    assert lat.pass_fixed_ms == pytest.approx(2.0, rel=1e-12)
+    # Tokens 512..1024: T(1024) - T(512) + 2 = 17 ms, 6 ms above T(512) = 11.
+    assert lat.prefix_attention_ms(512, 512) == pytest.approx(6.0, rel=1e-12)
+    assert lat.chunk_pass_ms(512, 512) == pytest.approx(17.0, rel=1e-12)
+    # Tokens 1024..1536: T(1536) = 38 (the last segment), 38 - 26 + 2 - 11 = 3 ms.
+    assert lat.prefix_attention_ms(1024, 512) == pytest.approx(3.0, rel=1e-12)
+    # Tokens 256..512: 11 - 7 + 2 = 6 ms is below T(256) = 7: never cheaper than no prefix.
+    assert lat.prefix_attention_ms(256, 256) == 0.0
+    assert lat.is_extrapolated(2049) and not lat.is_extrapolated(2048)
 
 
 def test_transfer_time_is_bytes_over_bandwidth(profile: ProfileResult, latency: StepLatency) -> None:

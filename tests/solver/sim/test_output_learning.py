@@ -31,7 +31,7 @@ from solver.sim.prediction import bucket_means
 from tests.factories import TEST_PARAMS
 from tests.solver.synthetic_profiles import synthetic_profile
 
-FLEET = FleetConfig("conditional", 1, 3, chunk_size=512)
+FLEET = FleetConfig("conditional", 1, 3, max_num_batched_tokens=512)
 
 
 def _model() -> QueueAwareModel:

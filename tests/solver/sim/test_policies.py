@@ -228,7 +228,7 @@ def test_policies_see_only_what_a_gateway_sees(profile: ProfileResult, mixed_wor
     # Every input of a decision model, by the model's own name (the rest is the simulator's).
     assert set(FIELD_NAMES) <= set(RouteView._fields)
     spy = Spy()
-    fleet = FleetConfig(num_prefill=1, num_decode=3, chunk_size=256)
+    fleet = FleetConfig(num_prefill=1, num_decode=3, max_num_batched_tokens=256)
     rec = simulate(profile, mixed_workload, spy, fleet, OutputPrediction("fixed", 64))
     assert len(spy.views) == mixed_workload.num_requests  # asked once per request, in arrival order
     assert {v.predicted_output_len for v in spy.views} == {64}  # never the true length

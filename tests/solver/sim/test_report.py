@@ -49,6 +49,7 @@ def records(
         total_tokens_generated=sum(output),
         num_engine_steps=0,
         num_prefill_forwards=0,
+        num_extrapolated_steps=0,
     )
 
 

@@ -67,17 +67,13 @@ class Recount:
         )
         if state.fleet.topology == "conditional":
             target = colloc
-        free = set(state.prefill_free)
-        running = [rid for rid in range(len(state.prompt)) if state.is_disagg[rid]]
-        in_prefill = [
-            r
-            for r in running
-            if state.first_token[r] != state.first_token[r] and r not in state.prefill_queue
-        ]
+        queued = [r for queue in state.pool.queues for r in queue]
+        # Prefills running now: a prefill-end event of theirs is queued.
+        in_prefill = [r for _, _, kind, _, r in state.heap if kind == 1]
         recount = {
-            "prefill_queue_requests": len(state.prefill_queue),
-            "prefill_queue_tokens": sum(state.prompt[r] for r in state.prefill_queue),
-            "prefill_running_requests": state.fleet.num_prefill - len(free),
+            "prefill_queue_requests": len(queued),
+            "prefill_queue_tokens": sum(state.prompt[r] for r in queued),
+            "prefill_running_requests": len(in_prefill),
             "system_load": colloc.num_decoding if colloc else 0,
             "decode_batch_size": target.num_decoding if target else 0,
             "colloc_context_tokens": context_by_scan(colloc, step_in_flight(colloc, t)) if colloc else 0,
@@ -96,20 +92,12 @@ class Recount:
             if target
             else 0
         )
-        # Prefills running now: routed to the pool, out of its queue, and not yet transferring.
-        recount["prefill_running_tokens"] = sum(
-            state.prompt[r] for r in in_prefill if not self._transferring(state, r)
-        )
+        recount["prefill_running_tokens"] = sum(state.prompt[r] for r in in_prefill)
         self.views.append(view)
         self.recounts.append(recount)
         if rid % 3 == 0 or view.prompt_len > 1500:
             return PolicyAnswer(DISAGGREGATED)
         return PolicyAnswer(COLLOCATED)
-
-    @staticmethod
-    def _transferring(state: RunState, rid: int) -> bool:
-        """Its prefill ended: a transfer event for it is queued (or it already joined a GPU)."""
-        return any(kind == 2 and r == rid for _, _, kind, _, r in state.heap)
 
 
 def run_recount(
@@ -124,8 +112,10 @@ def run_recount(
 
 
 FLEETS = [
-    FleetConfig(num_prefill=2, num_decode=3, max_num_seqs=5, chunk_size=256),
-    FleetConfig("pools", num_prefill=2, num_decode=2, num_mixed=2, max_num_seqs=4, chunk_size=128),
+    FleetConfig(num_prefill=2, num_decode=3, max_num_seqs=5, max_num_batched_tokens=256),
+    FleetConfig(
+        "pools", num_prefill=2, num_decode=2, num_mixed=2, max_num_seqs=4, max_num_batched_tokens=128
+    ),
 ]
 
 
@@ -145,7 +135,7 @@ def test_every_view_field_equals_a_recount(
         for i, (view, recount) in enumerate(zip(spy.views, spy.recounts, strict=True)):
             got = {name: getattr(view, name) for name in recount}
             assert got == recount, i
-            assert view.prefill_pool_gpus == 2 and view.chunk_size == fleet.chunk_size
+            assert view.prefill_pool_gpus == 2 and view.chunk_size == fleet.max_num_batched_tokens
             assert (view.ttft_slo_ms, view.tpot_slo_ms) == (800.0, 40.0)
         for name in RECORDED_VIEW_FIELDS:  # the records hold what the policy saw
             assert getattr(rec, name).tolist() == [getattr(v, name) for v in spy.views], name
@@ -155,7 +145,7 @@ def test_every_view_field_equals_a_recount(
     seen = views[True]
     for name in ("prefill_queue_tokens", "prefill_running_tokens", "colloc_num_waiting"):
         assert max(getattr(v, name) for v in seen) > 0, name
-    assert max(v.pending_prefill_tokens for v in seen) > fleet.chunk_size
+    assert max(v.pending_prefill_tokens for v in seen) > fleet.max_num_batched_tokens
     assert max(v.colloc_context_tokens for v in seen) > 0
     assert max(v.decode_context_tokens for v in seen) > 0
 
