@@ -27,11 +27,13 @@ COPY requirements/service.txt requirements/build.txt ./requirements/
 RUN /opt/venv/bin/pip install --no-cache-dir --require-hashes -r requirements/service.txt \
     && /opt/build-tools/bin/pip install --no-cache-dir --require-hashes -r requirements/build.txt
 ENV PATH=/opt/venv/bin:$PATH
-# Only what the service imports: no profiling/, so no torch can come in.
+# Only what the service (and `pdroute proxy`, which the CLI registers) imports: no profiling/,
+# so no torch can come in.
 COPY pyproject.toml README.md ./
 COPY pdroute_core ./pdroute_core
 COPY solver ./solver
 COPY app ./app
+COPY pdroute_proxy ./pdroute_proxy
 RUN /opt/build-tools/bin/pip wheel --no-cache-dir --no-deps --no-build-isolation -w /tmp/dist . \
     && pip install --no-cache-dir --no-deps /tmp/dist/pdroute-*.whl \
     && python -c "from app.settings import embedded_params_path; from solver.params import load_params; print(load_params(embedded_params_path()).params_id)"
@@ -78,6 +80,7 @@ COPY README.md ./
 COPY pdroute_core ./pdroute_core
 COPY solver ./solver
 COPY app ./app
+COPY pdroute_proxy ./pdroute_proxy
 COPY profiling ./profiling
 RUN pip install --no-cache-dir --no-deps -c /tmp/constraints.txt . \
     && groupadd --system --gid 10001 pdroute \
