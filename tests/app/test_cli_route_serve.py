@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -199,9 +200,17 @@ def test_sighup_with_workers_and_a_bad_file_keeps_serving(
     proc.wait_ready(timeout=30)
     good = httpx.get(f"{proc.url}/params").json()["params_id"]
     write_params(path, alpha=-1)
+    before = worker_pids(proc.proc.pid)
+    assert len(before) == 2
     proc.signal(signal.SIGHUP)
-    time.sleep(2.0)  # let the supervisor cycle the workers
-    deadline = time.monotonic() + 20
+    # The supervisor replaces its workers one at a time, each once its replacement is ready:
+    # wait until both old ones are gone, so that every answer below comes from a restarted one.
+    deadline = time.monotonic() + 60
+    while worker_pids(proc.proc.pid) & before:
+        assert time.monotonic() < deadline, "the supervisor did not restart its workers"
+        assert proc.proc.poll() is None, proc.output()
+        time.sleep(0.05)
+    deadline = time.monotonic() + 30
     answers: list[dict[str, Any]] = []
     while time.monotonic() < deadline and len(answers) < 20:
         try:
@@ -211,11 +220,23 @@ def test_sighup_with_workers_and_a_bad_file_keeps_serving(
             time.sleep(0.1)
     assert len(answers) == 20
     assert all(a["params_id"] == good for a in answers)
-    assert any(a["last_reload_error"] and "alpha: must be > 0" in a["last_reload_error"] for a in answers)
+    assert all(a["last_reload_error"] and "alpha: must be > 0" in a["last_reload_error"] for a in answers)
     route = httpx.post(f"{proc.url}/route", json={"prompt_len": 100, "system_load": 3})
     assert route.status_code == 200 and route.json()["params_id"] == good
     metrics = httpx.get(f"{proc.url}/metrics").text
     assert 'pdroute_params_reloads_total{outcome="failure",trigger="startup"} 1.0' in metrics
+
+
+def worker_pids(pid: int) -> set[int]:
+    """The live worker processes of the supervisor ``pid`` (not its resource tracker)."""
+    workers: set[int] = set()
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(FileNotFoundError):
+            for child in (task / "children").read_text().split():
+                with contextlib.suppress(FileNotFoundError):
+                    if b"spawn_main" in Path(f"/proc/{child}/cmdline").read_bytes():
+                        workers.add(int(child))
+    return workers
 
 
 @pytest.mark.parametrize(
