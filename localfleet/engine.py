@@ -5,10 +5,11 @@ then fails), one core (``VLLM_CPU_OMP_THREADS_BIND`` plus ``taskset``), loopback
 weights and no tokenizer. Roles:
 
 - ``collocated``: a plain engine, prefill and decode on one core.
-- ``prefill`` / ``decode``: ``ExampleConnector`` with ``kv_role`` ``kv_both`` and a shared folder
-  (the fleet's, under /dev/shm). The prefill engine runs with ``--no-enable-chunked-prefill``
-  (with chunking the connector saves only the first chunk's KV) and a token budget that holds a
-  whole prompt.
+- ``prefill`` / ``decode``: ``ExampleConnector`` (as ``CompleteSavesConnector``, which takes a
+  prompt for saved only once all its layers are: engine_side/localfleet_kv.py) with ``kv_role``
+  ``kv_both`` and a shared folder (the fleet's, under /dev/shm). The prefill engine runs with
+  ``--no-enable-chunked-prefill`` (with chunking the connector saves only the first chunk's KV)
+  and a token budget that holds a whole prompt.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ ROLES: tuple[Role, ...] = ("collocated", "prefill", "decode")
 API_SERVER = "vllm.entrypoints.openai.api_server"  # `vllm serve` fails: the dist is vllm-cpu
 BLOCK_SIZE = 32  # tokens per KV block
 PREFILL_BUDGET_TOKENS = 4096  # a prefill engine's token budget (one step per prompt)
+ENGINE_SIDE = Path(__file__).resolve().parent / "engine_side"  # on the engines' PYTHONPATH
+CONNECTOR_MODULE = "localfleet_kv"  # engine_side/localfleet_kv.py
 
 
 def default_dtype(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
@@ -101,7 +104,8 @@ def command(spec: EngineSpec, python: Path, model_dir: Path, port: int, kv_dir: 
         if kv_dir is None:
             raise ValueError(f"engine {spec.name}: role {spec.role} needs the fleet's shared KV folder")
         connector = {
-            "kv_connector": "ExampleConnector",
+            "kv_connector": "CompleteSavesConnector",  # ExampleConnector, safe when a saver dies
+            "kv_connector_module_path": CONNECTOR_MODULE,
             "kv_role": "kv_both",
             "kv_connector_extra_config": {"shared_storage_path": str(kv_dir)},
         }
@@ -130,6 +134,7 @@ def environment(spec: EngineSpec, base: dict[str, str] | None = None) -> dict[st
         PYTHONUNBUFFERED="1",
     )
     env.pop("VIRTUAL_ENV", None)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ENGINE_SIDE), env.get("PYTHONPATH")) if p)
     env.update(dict(spec.env))
     return env
 

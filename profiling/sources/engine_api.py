@@ -203,7 +203,10 @@ async def stream_completion(
                 if not line.startswith("data: ") or line == "data: [DONE]":
                     continue
                 now = time.monotonic()
-                choice = json.loads(line[6:])["choices"][0]
+                event = json.loads(line[6:])
+                if not event.get("choices"):  # vLLM reports a failure mid-stream as an error event
+                    raise EngineAPIError(f"{url}/v1/completions: the stream failed: {line[6:206]}")
+                choice = event["choices"][0]
                 new = choice.get("token_ids") or []
                 if new or choice.get("text"):
                     times.append(now)

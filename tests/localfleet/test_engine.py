@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -11,7 +12,7 @@ import pytest
 
 from app.engines.config import load_fleet
 from localfleet import HEAVY, TINY, EngineSpec, EnginesUnavailable, Fleet, engines_python, write_model
-from localfleet.engine import Engine, command, default_dtype
+from localfleet.engine import Engine, command, default_dtype, environment
 from localfleet.process import group_alive, spawn, stop_group
 
 
@@ -39,7 +40,8 @@ def test_prefill_and_decode_engines_share_the_connector_folder() -> None:
     for argv in (prefill, decode):
         config = json.loads(_flag(argv, "--kv-transfer-config"))
         assert config == {
-            "kv_connector": "ExampleConnector",
+            "kv_connector": "CompleteSavesConnector",
+            "kv_connector_module_path": "localfleet_kv",
             "kv_role": "kv_both",
             "kv_connector_extra_config": {"shared_storage_path": "/dev/shm/kv"},
         }
@@ -49,6 +51,14 @@ def test_prefill_and_decode_engines_share_the_connector_folder() -> None:
     assert _flag(decode, "--max-num-batched-tokens") == "512"
     with pytest.raises(ValueError, match="shared KV folder"):
         _argv(EngineSpec("p0", TINY, core=0, role="prefill"), None)
+
+
+def test_the_engines_find_the_connector_module() -> None:
+    env = environment(EngineSpec("d0", TINY, core=1, role="decode"), {"PYTHONPATH": "/elsewhere"})
+    first, rest = env["PYTHONPATH"].split(os.pathsep)
+    assert rest == "/elsewhere"
+    assert (Path(first) / "localfleet_kv.py").is_file()
+    assert "class CompleteSavesConnector(ExampleConnector)" in (Path(first) / "localfleet_kv.py").read_text()
 
 
 def test_bad_specs_are_refused() -> None:

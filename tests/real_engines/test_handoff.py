@@ -37,3 +37,25 @@ def test_a_prompt_never_prefilled_elsewhere_is_computed_locally(pd_pair: Fleet) 
     after = by_source(d0.url)
     assert after["external_kv_transfer"] == before["external_kv_transfer"]
     assert after["local_compute"] - before["local_compute"] == 150
+
+
+def test_a_prompt_whose_prefill_engine_died_mid_save_is_computed_locally(pd_pair: Fleet) -> None:
+    # The prefill engine writes a prompt's KV layer by layer; killed between two layers it leaves
+    # a folder with only some of them. The decode engine must not take that for a saved prompt.
+    p0, d0 = pd_pair["p0"], pd_pair["d0"]
+    prompt = fresh_prompt(random.Random(4242), 100)
+    folders = set(pd_pair.kv_dir.iterdir())
+    run(lambda c: stream_completion(c, p0.url, "tiny", prompt, 1))
+    (saved,) = set(pd_pair.kv_dir.iterdir()) - folders
+    layers = sorted(saved.glob("*.safetensors"))
+    assert len(layers) >= 2
+    for path in saved.iterdir():  # keep the first layer only, as a save cut short would
+        if path != layers[0]:
+            path.unlink()
+    before = by_source(d0.url)
+    done = run(lambda c: stream_completion(c, d0.url, "tiny", prompt, 4))
+    after = by_source(d0.url)
+    assert len(done.token_ids) == 4
+    assert after["external_kv_transfer"] == before["external_kv_transfer"]
+    assert after["local_compute"] - before["local_compute"] == 100
+    assert d0.is_running()
