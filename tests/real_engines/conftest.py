@@ -6,7 +6,8 @@ once, so asking for another layout stops the oldest first, and the tests are ord
 layout they use so that each starts once. A fixture that cannot start its engines errors (it
 never skips): ``scripts/test-engines.sh`` runs this folder.
 
-Fixtures: ``tiny_engine`` (one collocated tiny engine), ``pd_pair`` (a tiny prefill engine and a
+Fixtures: ``tiny_engine`` (one collocated tiny engine), ``collocated_pair`` (two of them, the
+proxy's mixed pool), ``pd_pair`` (a tiny prefill engine and a
 tiny decode engine handing KV over through ``ExampleConnector``), ``heavy_engine`` (one collocated
 engine of the 1024 x 8 model), and ``fleets`` (the keeper, for layouts of one's own:
 ``fleets.get(name, specs)``).
@@ -28,6 +29,10 @@ KV_BYTES = 128 * 2**20  # every engine's KV pool: 64k tiny tokens, 16k heavy one
 
 LAYOUTS: dict[str, tuple[EngineSpec, ...]] = {
     "tiny": (EngineSpec("c0", TINY, core=0, kv_cache_bytes=KV_BYTES),),
+    "pair": (
+        EngineSpec("c0", TINY, core=0, kv_cache_bytes=KV_BYTES),
+        EngineSpec("c1", TINY, core=1, kv_cache_bytes=KV_BYTES),
+    ),
     "pd": (
         EngineSpec("p0", TINY, core=0, role="prefill", kv_cache_bytes=KV_BYTES),
         EngineSpec("d0", TINY, core=1, role="decode", kv_cache_bytes=KV_BYTES),
@@ -35,7 +40,7 @@ LAYOUTS: dict[str, tuple[EngineSpec, ...]] = {
     "heavy": (EngineSpec("h0", HEAVY, core=1, kv_cache_bytes=KV_BYTES),),
 }
 # Fixtures in the order their tests run (a test using none of them runs first).
-LAYOUT_FIXTURES = ("tiny_engine", "pd_pair", "heavy_engine")
+LAYOUT_FIXTURES = ("tiny_engine", "collocated_pair", "pd_pair", "heavy_engine")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -107,6 +112,11 @@ def fleets(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FleetKeeper]:
 @pytest.fixture
 def tiny_engine(fleets: FleetKeeper) -> Engine:
     return fleets.get("tiny")["c0"]
+
+
+@pytest.fixture
+def collocated_pair(fleets: FleetKeeper) -> Fleet:
+    return fleets.get("pair")
 
 
 @pytest.fixture

@@ -1,5 +1,6 @@
 """The proxy in front of real vLLM CPU engines (a prefill and a decode engine handing KV over
-through ExampleConnector): every decision path, streaming, fallbacks and cancellation.
+through ExampleConnector; two collocated engines for the decode failover): every decision
+path, streaming, fallbacks and cancellation.
 
 Fresh prompts everywhere (a prefix-cache hit would hide the transfer). Greedy sampling, so that
 the disaggregated answer can be compared with the decode engine's own answer token for token.
@@ -209,3 +210,46 @@ def test_prefill_engine_killed_mid_replay_loses_nothing(pd_pair: Fleet, proxy_fa
     assert proxy.metric("pdroute_proxy_ttft_seconds_count", path="collocated") == collocated
     total = sum(len(c) for c in causes)
     assert proxy.metric("pdroute_proxy_fallbacks_total") == total
+
+
+def test_a_decode_engine_killed_mid_answer_is_resumed_on_the_other(
+    collocated_pair: Fleet, tmp_path: Path
+) -> None:
+    proxy = Proxy(collocated_pair, tmp_path, policy="collocated", read_timeout_s=20)
+    prompt, num_tokens = fresh_prompt(90), 120
+    body = {"prompt": prompt, "max_tokens": num_tokens, "temperature": 0, "ignore_eos": True}
+    tokens: list[int] = []
+    killed = ""
+    try:
+        with httpx.stream(
+            "POST",
+            f"{proxy.url}/v1/completions",
+            json={**body, "stream": True, "return_token_ids": True},
+            timeout=120,
+        ) as r:
+            assert r.status_code == 200
+            for line in r.iter_lines():
+                if not line.startswith("data: ") or line == "data: [DONE]":
+                    continue
+                tokens.extend(orjson.loads(line[6:])["choices"][0].get("token_ids") or [])
+                if not killed and len(tokens) >= 10:
+                    running = {
+                        name: engine_metric(e.metrics_url, "vllm:num_requests_running")
+                        for name, e in collocated_pair.engines.items()
+                    }
+                    (killed,) = [name for name, n in running.items() if n == 1]
+                    collocated_pair[killed].stop(grace_s=0)
+        survivor = next(name for name in collocated_pair.engines if name != killed)
+        assert len(tokens) == num_tokens  # the answer went on, on the other engine
+        (decision,) = httpx.get(f"{proxy.url}/decisions").json()["decisions"]
+        assert decision["fallbacks"] == ["decode_lost"] and decision["engines"] == [killed, survivor]
+        assert proxy.metric("pdroute_proxy_requests_total", outcome="ok") == 1
+        # Resumed from the prompt plus the tokens already sent: greedy, it is the survivor's answer.
+        direct = httpx.post(
+            f"{collocated_pair[survivor].url}/v1/completions",
+            json={**body, "model": "tiny", "return_token_ids": True},
+            timeout=120,
+        ).json()["choices"][0]["token_ids"]
+        assert tokens == direct
+    finally:
+        proxy.server.stop()
