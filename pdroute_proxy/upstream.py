@@ -130,16 +130,7 @@ async def post_json(
         )
     except httpx.TransportError as exc:
         raise _transport_error(exc) from None
-    if response.status_code != 200:
-        cause = "http_5xx" if response.status_code >= 500 else "http_4xx"
-        raise UpstreamError(cause, f"HTTP {response.status_code}", response.status_code, response.content)
-    try:
-        parsed = orjson.loads(response.content)
-    except orjson.JSONDecodeError:
-        raise UpstreamError("protocol", "an answer that is not JSON") from None
-    if not isinstance(parsed, dict):
-        raise UpstreamError("protocol", "an answer that is not an object")
-    return parsed
+    return _json_object(response)
 
 
 async def get_json(client: httpx.AsyncClient, url: str, timeout: httpx.Timeout) -> dict[str, Any]:
@@ -148,6 +139,11 @@ async def get_json(client: httpx.AsyncClient, url: str, timeout: httpx.Timeout) 
         response = await client.get(url, timeout=timeout)
     except httpx.TransportError as exc:
         raise _transport_error(exc) from None
+    return _json_object(response)
+
+
+def _json_object(response: httpx.Response) -> dict[str, Any]:
+    """A 200 answer's JSON object, or the ``UpstreamError`` that says what it was instead."""
     if response.status_code != 200:
         cause = "http_5xx" if response.status_code >= 500 else "http_4xx"
         raise UpstreamError(cause, f"HTTP {response.status_code}", response.status_code, response.content)
