@@ -87,7 +87,8 @@ class Observer:
 
 def record(served: Served, prompt_len: int, num_tokens: int, exc: BaseException | None) -> dict[str, Any]:
     """One request as ``GET /decisions`` shows it: the decision, its inputs and their sources,
-    the path served, the fallbacks and the engines called (times in ms)."""
+    the path served, the fallbacks, the engines called, and its TTFT and TPOT as the proxy sent
+    the tokens (ms)."""
     choice = served.choice
     times = served.token_times
     return {
@@ -101,6 +102,7 @@ def record(served: Served, prompt_len: int, num_tokens: int, exc: BaseException 
         "output_tokens": num_tokens,
         "outcome": "ok" if exc is None else type(exc).__name__,
         "ttft_ms": None if not times else round((times[0] - served.arrived_at) * 1e3, 3),
+        "tpot_ms": None if len(times) < 2 else round((times[-1] - times[0]) / (len(times) - 1) * 1e3, 3),
         "predicted_ttft_ms": choice.predicted_ttft_ms,
         "inputs": {k: v for k, v in dataclasses.asdict(choice.inputs).items() if v is not None},
         "sources": choice.sources,

@@ -158,3 +158,23 @@ def test_usage_event_only_when_asked(tmp_path: Path, fakes: tuple[FakeEngine, Fa
         assert with_usage[-1]["usage"] == {"prompt_tokens": 4, "completion_tokens": 3, "total_tokens": 7}
     finally:
         proxy.stop()
+
+
+def test_decisions_show_each_requests_path_and_latencies(
+    tmp_path: Path, fakes: tuple[FakeEngine, FakeEngine]
+) -> None:
+    prefill, decode = fakes
+    proxy = start_proxy(tmp_path, [prefill], [decode], policy="disaggregated")
+    try:
+        body = {"model": "fake-model", "prompt": prompt_of(40), "max_tokens": 6, "return_token_ids": True}
+        ids, _ = stream_tokens(proxy, body)
+        with proxy.client() as client:
+            (d,) = client.get("/decisions").json()["decisions"]
+    finally:
+        proxy.stop()
+    assert len(ids) == 6
+    assert (d["decided"], d["served"], d["fallbacks"]) == ("disaggregated", "disaggregated", [])
+    assert (d["prompt_len"], d["output_tokens"], d["outcome"]) == (40, 6, "ok")
+    # The fake decode engine waits token_delay_s between tokens: the TPOT is at least that.
+    assert d["tpot_ms"] >= decode.token_delay_s * 1e3 * 0.9
+    assert d["ttft_ms"] > 0

@@ -1,0 +1,224 @@
+"""The simulator against real engines: one trace through real vLLM CPU engines and through
+``pdroute simulate`` on the engines' own live profile; measured against simulated TTFT and TPOT.
+
+    PDROUTE_ENGINES_VENV=/work/venvs/engines .venv/bin/python -m bench.bench_sim_vs_engines \\
+        [--model tiny|heavy] [--trace poisson|azure] [--requests 200] [--loads 0.3,0.6] \\
+        [--profile live.json] [--json out.json]
+
+The fleet is localfleet's pair: a prefill engine (p0, one prompt per step) and a decode engine
+(d0, chunked prefill with a token budget of ``--budget``), one core each, KV over
+ExampleConnector. The profile is ``pdroute profile --engine-url p0 --handoff-url d0 --quick``,
+measured in the same run (or ``--profile``), and fitted as ``pdroute fit`` does. Each mode
+replays the same requests through ``pdroute proxy`` under a static policy: ``collocated`` (every
+request prefilled and decoded on d0) and ``disaggregated`` (prefilled on p0, decoded on d0; the
+client's first token is the prefill engine's). The simulator runs the same fleet (one prefill
+GPU, one decode GPU, the same budget, the first token read where the proxy reads it) on the
+same arrivals. Loads are fractions of one engine's prefill capacity (1 / the profile's prefill
+time of the mean prompt). Last, the queue-aware model fitted from the profile predicts each
+served request's TTFT from the inputs the proxy saw (``GET /decisions``): median and p90 of
+predicted / measured. Latencies are shown as the client saw them, as the proxy sent the
+tokens (``GET /decisions``), and as simulated: on a machine with no core to spare for the proxy
+and the client beside the engines, the first two part.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+
+from bench.bench_proxy_replay import AZURE_CSV, replay, workload
+from bench.proxy_client import ProxyProcess, Timed, quantile
+from pdroute_core.routing import COLLOCATED, QueueAwareModel, RouteInputs
+from solver.fit import fit_profile
+from solver.params import save_params
+from solver.profile_io import load_profile
+from solver.sim.fleet import FleetConfig
+from solver.sim.latency import StepLatency
+from solver.sim.policies import make_policy
+from solver.sim.sweep import simulate
+from solver.sim.workload import Workload
+
+MODES = ("collocated", "disaggregated")
+QUANTILES = (0.5, 0.9, 0.99)
+
+
+def figures(ttft_ms: list[float], tpot_ms: list[float]) -> dict[str, float]:
+    out = {f"ttft_p{round(q * 100)}": quantile(ttft_ms, q) for q in QUANTILES}
+    out.update({f"tpot_p{round(q * 100)}": quantile(tpot_ms, q) for q in QUANTILES})
+    return out
+
+
+def measured(results: list[Timed]) -> dict[str, float]:
+    """As the client saw it."""
+    ok = [t for t in results if t.ok]
+    tpots = [t.tpot_s * 1e3 for t in ok if t.tpot_s is not None]
+    return {**figures([t.ttft_s * 1e3 for t in ok], tpots), "lost": float(len(results) - len(ok))}
+
+
+def at_proxy(decisions: list[dict[str, Any]]) -> dict[str, float]:
+    """As the proxy sent the tokens (``GET /decisions``): no client in the way."""
+    ok = [d for d in decisions if d["outcome"] == "ok" and d["ttft_ms"] is not None]
+    return figures([d["ttft_ms"] for d in ok], [d["tpot_ms"] for d in ok if d["tpot_ms"] is not None])
+
+
+def simulated(profile: Any, w: Workload, mode: str, budget: int) -> dict[str, float]:
+    fleet = FleetConfig(
+        topology="conditional",
+        num_prefill=1,
+        num_decode=1,
+        max_num_batched_tokens=budget,
+        max_num_seqs=min(256, budget),
+        first_token="prefill-engine",
+    )
+    records = simulate(profile, w, make_policy(mode), fleet)
+    tpot = records.tpot_ms
+    out = figures(list(records.ttft_ms), [float(x) for x in tpot[~np.isnan(tpot)]])
+    return {**out, "extrapolated_steps": float(records.num_extrapolated_steps)}
+
+
+def predicted_over_measured(decisions: list[dict[str, Any]], model: QueueAwareModel) -> dict[str, float]:
+    """The queue-aware model's TTFT of the served path, from the proxy's inputs, over the TTFT
+    the proxy measured: median and p90 over the requests served as decided."""
+    ratios = []
+    for d in decisions:
+        if d["outcome"] != "ok" or d["fallbacks"] or not d["ttft_ms"]:
+            continue
+        b = model.decide(RouteInputs(**d["inputs"]))
+        predicted = b.ttft_collocated_ms if d["served"] == COLLOCATED else b.ttft_disaggregated_ms
+        ratios.append(predicted / d["ttft_ms"])
+    return {"model_ratio_p50": quantile(ratios, 0.5), "model_ratio_p90": quantile(ratios, 0.9)}
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--model", default="tiny", choices=("tiny", "heavy"))
+    p.add_argument("--trace", default="poisson", choices=("poisson", "azure"))
+    p.add_argument("--azure-csv", type=Path, default=AZURE_CSV)
+    p.add_argument("--requests", type=int, default=200)
+    p.add_argument("--loads", default="0.3,0.6", help="fractions of one engine's prefill capacity")
+    p.add_argument("--budget", type=int, default=512, help="d0's --max-num-batched-tokens")
+    p.add_argument("--prompt-mean", type=float, default=300.0)
+    p.add_argument("--output-mean", type=float, default=24.0)
+    p.add_argument("--max-prompt", type=int, default=1024, help="the quick profile's largest prompt")
+    p.add_argument("--max-output", type=int, default=64)
+    p.add_argument("--profile", type=Path, help="a live profile of these engines (default: measure it now)")
+    p.add_argument("--modes", default=",".join(MODES), help="collocated, disaggregated or both")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--json", type=Path, help="write every figure here")
+    args = p.parse_args()
+    from localfleet import BLOCK_SIZE, HEAVY, TINY, EngineSpec, Fleet
+    from profiling.io import save_profile
+    from profiling.sources.live_engine import LIVE_QUICK_GRIDS, LiveProfileRequest, profile_live_engine
+
+    shape = HEAVY if args.model == "heavy" else TINY
+    tmp = Path(tempfile.mkdtemp(prefix="pdroute-bench-sim-engines-"))
+    specs = [
+        EngineSpec("p0", shape, core=0, role="prefill", kv_cache_bytes=256 * 2**20),
+        EngineSpec(
+            "d0", shape, core=1, role="decode", kv_cache_bytes=256 * 2**20, max_num_batched_tokens=args.budget
+        ),
+    ]
+    fleet = Fleet.start(specs, run_dir=tmp / "fleet")
+    print(f"fleet p0 + d0 ({shape.name}) healthy in {fleet.start_s:.1f} s", flush=True)
+    rows: list[dict[str, Any]] = []
+    try:
+        if args.profile is None:
+            req = LiveProfileRequest(
+                engine_url=fleet["p0"].url,
+                grids=LIVE_QUICK_GRIDS,
+                handoff_url=fleet["d0"].url,
+                chunk_budget=4096,
+                seed=args.seed,
+            )
+            profile = profile_live_engine(req)
+            args.profile = save_profile(profile, tmp / "live.json")
+            print(f"live profile: {args.profile}", flush=True)
+            fleet.wipe_kv()
+        profile = load_profile(args.profile)
+        params, _ = fit_profile(profile)
+        params_path = save_params(params, tmp / "params.json")
+        model = QueueAwareModel(params)
+        w = workload(args)
+        prefill_ms = StepLatency(profile).prefill_ms(float(np.mean(w.prompt_len)))
+        capacity = 1e3 / prefill_ms
+        print(
+            f"trace {w.source}: {w.num_requests} requests, prompt mean {np.mean(w.prompt_len):.0f}, "
+            f"output mean {np.mean(w.output_len):.0f}; prefill of the mean prompt {prefill_ms:.0f} ms "
+            f"(capacity {capacity:.2f} req/s)",
+            flush=True,
+        )
+        engines = fleet.engines_file(tmp / "engines.json")
+        for fraction in (float(x) for x in args.loads.split(",")):
+            rate = fraction * capacity
+            for mode in args.modes.split(","):
+                env = {
+                    "PDROUTE_POLICY": mode,
+                    "PDROUTE_PARAMS_PATH": str(params_path),
+                    "PDROUTE_KV_BLOCK_SIZE": str(BLOCK_SIZE),
+                    "PDROUTE_CHUNK_SIZE": str(args.budget),
+                    "PDROUTE_PREFILL_TIMEOUT_S": "300",
+                    "PDROUTE_READ_TIMEOUT_S": "300",
+                }
+                proxy = ProxyProcess(engines, tmp / f"proxy-{mode}-{fraction}.log", **env)
+                try:
+                    rng = random.Random(args.seed)
+                    results, _ = asyncio.run(replay(proxy.url, w, rate, rng, shape.name))
+                    decisions = httpx.get(f"{proxy.url}/decisions", timeout=10).json()["decisions"]
+                finally:
+                    proxy.stop()
+                    fleet.wipe_kv()
+                real = measured(results)
+                sim = simulated(profile, w.at_rate(rate), mode, args.budget)
+                row = {
+                    "mode": mode,
+                    "load": fraction,
+                    "rate": rate,
+                    "measured": real,
+                    "at_proxy": at_proxy(decisions),
+                    "simulated": sim,
+                    **predicted_over_measured(decisions, model),
+                    "loadavg_1m": os.getloadavg()[0],  # the machine's, at the end of the run
+                }
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+    finally:
+        fleet.stop()
+    if args.json is not None:
+        args.json.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "rows": rows}))
+    table(rows)
+    return 0
+
+
+def table(rows: list[dict[str, Any]]) -> None:
+    keys = [f"{m}_p{round(q * 100)}" for m in ("ttft", "tpot") for q in QUANTILES]
+    print(
+        "\n| mode | load | "
+        + " | ".join(f"{k} ms: real / sim (sim/real)" for k in keys)
+        + " | model/real TTFT p50, p90 |"
+    )
+    print("|---|---|" + "---|" * len(keys) + "---|")
+    for r in rows:
+        cells = []
+        for k in keys:
+            real, sim = r["measured"][k], r["simulated"][k]
+            cells.append(f"{real:,.0f} / {sim:,.0f} ({sim / real:.2f})")
+        model = f"{r['model_ratio_p50']:.2f}, {r['model_ratio_p90']:.2f}"
+        print(f"| {r['mode']} | {r['load']:.2f} ({r['rate']:.2f}/s) | " + " | ".join(cells) + f" | {model} |")
+    lost = sum(r["measured"]["lost"] for r in rows)
+    extrapolated = sum(r["simulated"]["extrapolated_steps"] for r in rows)
+    print(
+        f"(requests lost on the engines: {lost:.0f}; simulated steps beyond the profile: {extrapolated:.0f})"
+    )
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
