@@ -18,7 +18,9 @@ time of the mean prompt). Last, the queue-aware model fitted from the profile pr
 served request's TTFT from the inputs the proxy saw (``GET /decisions``): median and p90 of
 predicted / measured. Latencies are shown as the client saw them, as the proxy sent the
 tokens (``GET /decisions``), and as simulated: on a machine with no core to spare for the proxy
-and the client beside the engines, the first two part.
+and the client beside the engines, the first two part. Before and after each run a lone
+request on the idle d0 measures how much slower than its profile the engine is at that moment
+(1 = as profiled): on a shared machine that factor, not the simulator, can explain a gap.
 """
 
 from __future__ import annotations
@@ -85,6 +87,33 @@ def simulated(profile: Any, w: Workload, mode: str, budget: int) -> dict[str, fl
     return {**out, "extrapolated_steps": float(records.num_extrapolated_steps)}
 
 
+async def probe(url: str, model: str, prompt_len: int, seed: int) -> tuple[float, float]:
+    """Lone requests' median TTFT and inter-token time on the idle engine at ``url`` (ms): one
+    warm-up, then three."""
+    from profiling.sources.engine_api import fresh_prompt, stream_completion
+
+    rng = random.Random(seed)
+    ttfts: list[float] = []
+    gaps: list[float] = []
+    async with httpx.AsyncClient(timeout=300) as client:
+        for i in range(4):
+            s = await stream_completion(client, url, model, fresh_prompt(rng, prompt_len), 17)
+            if i:
+                ttfts.append(s.ttft_ms)
+                gaps.extend(s.gaps_ms())
+    return quantile(ttfts, 0.5), quantile(gaps, 0.5)
+
+
+def slowdown(profile: Any, url: str, model: str, prompt_len: int, seed: int) -> dict[str, float]:
+    """How much slower than its profile the engine is now: a lone prefill and decode step."""
+    ttft, gap = asyncio.run(probe(url, model, prompt_len, seed))
+    steps = StepLatency(profile)
+    return {
+        "prefill_x": ttft / steps.prefill_ms(prompt_len),
+        "decode_x": gap / steps.decode_ms(prompt_len + 8, 1),
+    }
+
+
 def predicted_over_measured(decisions: list[dict[str, Any]], model: QueueAwareModel) -> dict[str, float]:
     """The queue-aware model's TTFT of the served path, from the proxy's inputs, over the TTFT
     the proxy measured: median and p90 over the requests served as decided."""
@@ -148,7 +177,8 @@ def main() -> int:
         params_path = save_params(params, tmp / "params.json")
         model = QueueAwareModel(params)
         w = workload(args)
-        prefill_ms = StepLatency(profile).prefill_ms(float(np.mean(w.prompt_len)))
+        mean_prompt = round(float(np.mean(w.prompt_len)))
+        prefill_ms = StepLatency(profile).prefill_ms(mean_prompt)
         capacity = 1e3 / prefill_ms
         print(
             f"trace {w.source}: {w.num_requests} requests, prompt mean {np.mean(w.prompt_len):.0f}, "
@@ -168,6 +198,7 @@ def main() -> int:
                     "PDROUTE_PREFILL_TIMEOUT_S": "300",
                     "PDROUTE_READ_TIMEOUT_S": "300",
                 }
+                before = slowdown(profile, fleet["d0"].url, shape.name, mean_prompt, args.seed + len(rows))
                 proxy = ProxyProcess(engines, tmp / f"proxy-{mode}-{fraction}.log", **env)
                 try:
                     rng = random.Random(args.seed)
@@ -176,6 +207,10 @@ def main() -> int:
                 finally:
                     proxy.stop()
                     fleet.wipe_kv()
+                after = slowdown(
+                    profile, fleet["d0"].url, shape.name, mean_prompt, args.seed + len(rows) + 99
+                )
+                fleet.wipe_kv()
                 real = measured(results)
                 sim = simulated(profile, w.at_rate(rate), mode, args.budget)
                 row = {
@@ -187,6 +222,9 @@ def main() -> int:
                     "simulated": sim,
                     **predicted_over_measured(decisions, model),
                     "loadavg_1m": os.getloadavg()[0],  # the machine's, at the end of the run
+                    # d0 against its profile just before and after the run (1: as profiled)
+                    "slowdown_before": before,
+                    "slowdown_after": after,
                 }
                 rows.append(row)
                 print(json.dumps(row), flush=True)
@@ -200,19 +238,25 @@ def main() -> int:
 
 def table(rows: list[dict[str, Any]]) -> None:
     keys = [f"{m}_p{round(q * 100)}" for m in ("ttft", "tpot") for q in QUANTILES]
+    head = " | ".join(f"{k} ms: client / proxy / sim (sim/proxy)" for k in keys)
     print(
-        "\n| mode | load | "
-        + " | ".join(f"{k} ms: real / sim (sim/real)" for k in keys)
-        + " | model/real TTFT p50, p90 |"
+        f"\n| mode | load | {head} | model/proxy TTFT p50, p90 | d0 vs profile before -> after | load avg |"
     )
-    print("|---|---|" + "---|" * len(keys) + "---|")
+    print("|---|---|" + "---|" * len(keys) + "---|---|---|")
     for r in rows:
         cells = []
         for k in keys:
-            real, sim = r["measured"][k], r["simulated"][k]
-            cells.append(f"{real:,.0f} / {sim:,.0f} ({sim / real:.2f})")
+            client, proxy, sim = r["measured"][k], r["at_proxy"][k], r["simulated"][k]
+            cells.append(f"{client:,.0f} / {proxy:,.0f} / {sim:,.0f} ({sim / proxy:.2f})")
         model = f"{r['model_ratio_p50']:.2f}, {r['model_ratio_p90']:.2f}"
-        print(f"| {r['mode']} | {r['load']:.2f} ({r['rate']:.2f}/s) | " + " | ".join(cells) + f" | {model} |")
+        slow = " -> ".join(
+            f"x{r[k]['prefill_x']:.2f}/x{r[k]['decode_x']:.2f}" for k in ("slowdown_before", "slowdown_after")
+        )
+        print(
+            f"| {r['mode']} | {r['load']:.2f} ({r['rate']:.2f}/s) | "
+            + " | ".join(cells)
+            + f" | {model} | {slow} | {r['loadavg_1m']:.1f} |"
+        )
     lost = sum(r["measured"]["lost"] for r in rows)
     extrapolated = sum(r["simulated"]["extrapolated_steps"] for r in rows)
     print(
