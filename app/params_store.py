@@ -18,7 +18,7 @@ from pathlib import Path
 from pdroute_core.errors import InvalidParams
 from pdroute_core.params import CostModelParams
 from pdroute_core.routing import AUTO, DecisionModel, build_model
-from pdroute_core.routing.objective import DEFAULT_OBJECTIVE
+from pdroute_core.routing.objective import DEFAULT_OBJECTIVE, Objective
 from pdroute_core.routing.queue_aware import DEFAULT_HARM_WEIGHT, DEFAULT_SLO_MARGIN
 from solver.params import load_params, save_params
 
@@ -92,7 +92,7 @@ class ParamsStore:
         model_name: str = AUTO,
         harm_weight: float = DEFAULT_HARM_WEIGHT,
         slo_margin: float = DEFAULT_SLO_MARGIN,
-        objective: str = DEFAULT_OBJECTIVE,
+        objective: Objective = DEFAULT_OBJECTIVE,
     ) -> None:
         self.path = path
         self.model_name = model_name  # a name of pdroute_core.routing.registry, or "auto"

@@ -193,7 +193,6 @@ ROUTE_FIELDS: tuple[RouteField, ...] = (
 )  # fmt: skip
 
 
-
 @dataclass(frozen=True)
 class RouteChoice:
     """One input of ``/route`` that names one of a few settings (not a model input: it picks

@@ -90,7 +90,9 @@ def decide_inputs(
     answers: list[Any] = [None] * len(inputs)
     for objective in dict.fromkeys(objectives):
         where = [i for i, o in enumerate(objectives) if o == objective]
-        rows = for_objective(model, objective).decide_many(RouteColumns.from_inputs([inputs[i] for i in where]))
+        rows = for_objective(model, objective).decide_many(
+            RouteColumns.from_inputs([inputs[i] for i in where])
+        )
         for i, b in zip(where, rows.rows(), strict=True):
             answers[i] = b
     return answers

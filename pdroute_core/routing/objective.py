@@ -94,9 +94,7 @@ def admission(is_meeting: bool, ratio: float, slo_margin: float) -> Admission:
     return DEFER if ratio <= 1.0 + slo_margin else SHED
 
 
-def admission_index_many(
-    is_meeting: np.ndarray, ratio: FloatArray, slo_margin: float
-) -> np.ndarray:
+def admission_index_many(is_meeting: np.ndarray, ratio: FloatArray, slo_margin: float) -> np.ndarray:
     """``admission`` of each element, as an index into ``ADMISSIONS``."""
     late = np.where(ratio <= 1.0 + slo_margin, ADMISSIONS.index(DEFER), ADMISSIONS.index(SHED))
     return np.where(is_meeting, ADMISSIONS.index(ADMIT), late).astype(np.int64)

@@ -119,8 +119,8 @@ from typing import Generic, NamedTuple, TypeVar
 import numpy as np
 
 from pdroute_core.frozen import from_fields
-from pdroute_core.routing import objective as obj
 from pdroute_core.params import CostModelParams
+from pdroute_core.routing import objective as obj
 from pdroute_core.routing.queue_aware_breakdown import (
     BREAKDOWN_FIELDS,
     FLOAT_TERMS,
@@ -463,9 +463,9 @@ class QueueAwareModel:
             if self.is_goodput:  # only the victims still on time (pdroute_core.routing.objective)
                 queue_ttft = dis.ttft - dis.remote  # the wait and the decode engine's first steps
                 budget_c = obj.on_time(tpot_c, tpot_slo) * budget_c
-                budget_d = obj.on_time(queue_ttft, ttft_slo) * (q * dis.prefill / (G * ttft_slo)) + obj.on_time(
-                    tpot_d, tpot_slo
-                ) * (Bd * slower / tpot_slo)
+                budget_d = obj.on_time(queue_ttft, ttft_slo) * (
+                    q * dis.prefill / (G * ttft_slo)
+                ) + obj.on_time(tpot_d, tpot_slo) * (Bd * slower / tpot_slo)
             is_disagg, reason, meets = budget_d < budget_c, REASON_SLO_NONE, False
         ttft, ratio = (dis.ttft, late_d) if is_disagg else (col.ttft, late_c)
         values = {
@@ -535,7 +535,9 @@ class QueueAwareModel:
         )
         outside = np.where(meets, REASONS.index(REASON_SLO_ONLY), REASONS.index(REASON_SLO_NONE))
         terms = _terms(col, dis, (harm_c, harm_d), (cost_c, cost_d))
-        terms["predicted_lateness_ms"] = obj.lateness_ms_many(np.where(is_disagg, dis.ttft, col.ttft), ttft_slo)
+        terms["predicted_lateness_ms"] = obj.lateness_ms_many(
+            np.where(is_disagg, dis.ttft, col.ttft), ttft_slo
+        )
         ratio = np.where(is_disagg, late_d, late_c)
         return QueueAwareBatch(
             is_disaggregated=is_disagg,

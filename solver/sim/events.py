@@ -27,8 +27,8 @@ and decode context in ``solver.sim.batching_gpu``), so building it costs the sam
 
 A policy's answer may say that no path meets the SLO (``is_infeasible``) and what to do with
 it (``admission``). With ``shed=True`` the gateway drops the request when the answer says
-``shed`` (an answer without ``admission``: when it is infeasible): it never enters the fleet, has no first token nor finish
-(NaN in the records) and counts as an SLO miss.
+``shed`` (an answer without ``admission``: when it is infeasible): it never enters the fleet,
+has no first token nor finish (NaN in the records) and counts as an SLO miss.
 
 Run with ``python -m bench.bench_sim`` to time 100,000 requests.
 """
