@@ -91,6 +91,14 @@ sent long prompts to the pool until 30 waited; comparing the paths' own lateness
 most of the goodput past capacity: docs/decision-model.md.) The reason code names the component
 that favoured the chosen path most (see ``REASONS``).
 
+The ``objective`` (``pdroute_core.routing.objective``) changes only this last case. Under
+``latency`` (the constructor's default: the model as before objectives, bit for bit) every
+victim counts. Under ``goodput`` only the victims predicted still on time do: ``budget_c`` when
+the collocated TPOT is within its target, the pool's share when the pool's wait and the decode
+engine's first steps (``TTFT_d - T_P(L) - transfer``) are within the TTFT target, the decode
+GPU's share when ``TPOT_d`` is. Every answer also says how late the chosen path is predicted to
+be (``predicted_lateness_ms``) and what a gateway should do with it (``admission``).
+
 Defaults chosen in the simulator (docs/decision-model.md): ``w = 0`` (at the usual targets
 any harm weight only moves latency into the tail; with a tight TPOT target ``w = 1`` keeps
 more goodput) and ``slo_margin = 0.1``.
