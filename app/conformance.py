@@ -35,6 +35,7 @@ from pdroute_core.output_defaults import OutputLenDefaults, parse_table
 from pdroute_core.params import CostModelParams
 from pdroute_core.request_defaults import RouteDefaults
 from pdroute_core.routing import build_model
+from pdroute_core.routing.objective import GOODPUT, LATENCY
 from pdroute_core.routing.queue_aware import DEFAULT_HARM_WEIGHT, DEFAULT_SLO_MARGIN
 from solver.params import load_params
 
@@ -51,7 +52,12 @@ TOLERANCE = {
     "reason": "exact",
     "meets_slo": "exact",
     "assumed": "exact",
-    "latency_ms": {"relative": 1e-9, "note": "t_*_ms and breakdown terms; exact in Python (repr floats)"},
+    "admission": "exact",
+    "objective": "exact",
+    "latency_ms": {
+        "relative": 1e-9,
+        "note": "t_*_ms, predicted_lateness_ms and breakdown terms; exact in Python (repr floats)",
+    },
 }
 
 
@@ -67,11 +73,14 @@ class ServiceConfig:
     default_ttft_slo_ms: float | None = None
     default_tpot_slo_ms: float | None = None
     output_len_by_prompt: str = ""  # PDROUTE_DEFAULT_OUTPUT_LEN_BY_PROMPT
+    objective: str = LATENCY  # PDROUTE_OBJECTIVE
 
     @property
     def id(self) -> str:
         if self.output_len_by_prompt:
             return f"{self.params}/{self.model}+output-table"
+        if self.objective != LATENCY:
+            return f"{self.params}/{self.model}+{self.objective}"
         extra = "" if self == ServiceConfig(self.params, self.model) else "+settings"
         return f"{self.params}/{self.model}{extra}"
 
@@ -89,6 +98,7 @@ class ServiceConfig:
             "default_ttft_slo_ms": self.default_ttft_slo_ms,
             "default_tpot_slo_ms": self.default_tpot_slo_ms,
             "default_output_len_by_prompt": self.output_len_by_prompt,
+            "objective": self.objective,
         }
 
     def reported(self) -> dict[str, Any]:
@@ -109,6 +119,12 @@ CONFIGS = (
         default_tpot_slo_ms=40.0,
     ),
     ServiceConfig("default", "queue-aware", output_len_by_prompt="1024:340,2048:80,8192:40"),
+    *(
+        ServiceConfig(
+            name, "queue-aware", objective=GOODPUT, default_ttft_slo_ms=1000.0, default_tpot_slo_ms=50.0
+        )
+        for name in SHIPPED_PARAMS
+    ),
 )
 
 # Written by hand: the bare minimum (every optional input missing), then one input at a time.
@@ -210,7 +226,13 @@ def _params(name: str) -> CostModelParams:
 
 
 def _expected(config: ServiceConfig, params: CostModelParams, requests: list[dict[str, Any]]) -> list[Any]:
-    model = build_model(config.model, params, harm_weight=config.harm_weight, slo_margin=config.slo_margin)
+    model = build_model(
+        config.model,
+        params,
+        harm_weight=config.harm_weight,
+        slo_margin=config.slo_margin,
+        objective=config.objective,
+    )
     table = config.output_table
     defaults = RouteDefaults(
         config.default_output_len,
@@ -226,8 +248,11 @@ def _expected(config: ServiceConfig, params: CostModelParams, requests: list[dic
     return answers
 
 
-def _key(answer: dict[str, Any]) -> tuple[Any, ...]:
-    return (answer["reason"], answer["decision"], answer.get("meets_slo"))
+def _key(config: ServiceConfig, answer: dict[str, Any]) -> tuple[Any, ...]:
+    """What a vector adds: a (reason, decision, meets_slo) not seen yet; under an objective other
+    than latency, the admission too (latency's choices as before, the vectors' ids kept)."""
+    key = (answer["reason"], answer["decision"], answer.get("meets_slo"))
+    return key if config.objective == LATENCY else (*key, answer.get("admission"))
 
 
 def build_vectors() -> dict[str, Any]:
@@ -239,10 +264,10 @@ def build_vectors() -> dict[str, Any]:
         p = params[config.params]
         chosen = [*HAND_PICKED, *_table_requests(config)]
         answers = _expected(config, p, chosen)
-        seen = {_key(a) for a in answers}
+        seen = {_key(config, a) for a in answers}
         for body, answer in zip(candidates, _expected(config, p, candidates), strict=True):
-            if _key(answer) not in seen:
-                seen.add(_key(answer))
+            if _key(config, answer) not in seen:
+                seen.add(_key(config, answer))
                 chosen.append(body)
                 answers.append(answer)
         for i, (body, answer) in enumerate(zip(chosen, answers, strict=True)):

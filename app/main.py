@@ -104,6 +104,7 @@ def create_app(
         model_name=settings.model,
         harm_weight=settings.harm_weight,
         slo_margin=settings.slo_margin,
+        objective=settings.objective,
     )
     metrics = Metrics(registry)
     metrics.set_params(store.current, clock)

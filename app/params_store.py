@@ -18,6 +18,7 @@ from pathlib import Path
 from pdroute_core.errors import InvalidParams
 from pdroute_core.params import CostModelParams
 from pdroute_core.routing import AUTO, DecisionModel, build_model
+from pdroute_core.routing.objective import DEFAULT_OBJECTIVE, Objective
 from pdroute_core.routing.queue_aware import DEFAULT_HARM_WEIGHT, DEFAULT_SLO_MARGIN
 from solver.params import load_params, save_params
 
@@ -91,11 +92,13 @@ class ParamsStore:
         model_name: str = AUTO,
         harm_weight: float = DEFAULT_HARM_WEIGHT,
         slo_margin: float = DEFAULT_SLO_MARGIN,
+        objective: Objective = DEFAULT_OBJECTIVE,
     ) -> None:
         self.path = path
         self.model_name = model_name  # a name of pdroute_core.routing.registry, or "auto"
         self.harm_weight = harm_weight
         self.slo_margin = slo_margin
+        self.objective = objective
         self.last_good_path = last_good_path
         self._clock = clock
         self._lock = threading.Lock()  # serialises reloads; readers never take it
@@ -115,7 +118,11 @@ class ParamsStore:
         try:
             # Params that lack the chosen model's forms are refused like any bad file.
             model = build_model(
-                self.model_name, params, harm_weight=self.harm_weight, slo_margin=self.slo_margin
+                self.model_name,
+                params,
+                harm_weight=self.harm_weight,
+                slo_margin=self.slo_margin,
+                objective=self.objective,
             )
         except InvalidParams as exc:
             raise InvalidParams(f"{path}: {exc}") from None

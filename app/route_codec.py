@@ -21,7 +21,7 @@ from app.json_codec import dumps
 from pdroute_core.routing import term_names
 
 # Terms shown beside the decision rather than under "breakdown": what a gateway acts on.
-TOP_LEVEL_TERMS = ("meets_slo",)
+TOP_LEVEL_TERMS = ("meets_slo", "predicted_lateness_ms", "admission", "objective")
 
 
 def breakdown_terms(breakdown_type: type[Any]) -> tuple[str, ...]:

@@ -20,7 +20,7 @@ from app.route_codec import breakdown_terms
 
 # The fields' bounds and docs live in the model core so that the gateway client enforces the same ones.
 from pdroute_core.bounds import DEFAULT_CHUNK_SIZE, MAX_BATCH_ITEMS, MAX_REQUEST_ID_LEN
-from pdroute_core.route_fields import FIELDS
+from pdroute_core.route_fields import CHOICES, FIELDS
 from pdroute_core.routing import QueueAwareBreakdown, RouteBreakdown
 
 
@@ -40,6 +40,11 @@ def route_field(name: str) -> Any:
     if f.exclusive_min:
         return Field(gt=f.minimum, le=f.maximum, description=f.doc, allow_inf_nan=finite)
     return Field(ge=f.minimum, le=f.maximum, description=f.doc, allow_inf_nan=finite)
+
+
+def route_choice(name: str) -> Any:
+    """The description of the setting override ``name`` (``pdroute_core.route_fields.CHOICES``)."""
+    return Field(description=CHOICES[name].doc)
 
 
 class RouteRequest(StrictModel):
@@ -67,6 +72,7 @@ class RouteRequest(StrictModel):
     colloc_prefill_tokens_per_s: Annotated[float | None, route_field("colloc_prefill_tokens_per_s")] = None
     decode_prefill_tokens_per_s: Annotated[float | None, route_field("decode_prefill_tokens_per_s")] = None
     prefill_running_tokens: Annotated[int | None, route_field("prefill_running_tokens")] = None
+    objective: Annotated[Literal["latency", "goodput"] | None, route_choice("objective")] = None
 
     decode_target: Annotated[
         str | None,
@@ -154,6 +160,20 @@ class RouteResponse(BaseModel):
     meets_slo: bool | None = Field(
         default=None, description="queue-aware: the chosen path is predicted to meet the targets"
     )
+    predicted_lateness_ms: float | None = Field(
+        default=None,
+        description="queue-aware: how far the chosen path's TTFT is predicted past the TTFT target "
+        "(ms; 0 when on time or without a target)",
+    )
+    admission: Literal["admit", "defer", "shed"] | None = Field(
+        default=None,
+        description="queue-aware: admit (meets the targets), defer (misses them by no more than the "
+        "model's error: send it elsewhere if possible, else admit), shed (misses them by more: "
+        "serving it takes capacity from requests that can still make theirs)",
+    )
+    objective: Literal["latency", "goodput"] | None = Field(
+        default=None, description="queue-aware: the objective the decision optimised"
+    )
     # Models built at import by create_model: mypy cannot see them as types.
     breakdown: DesignTerms | QueueAwareTerms  # type: ignore[valid-type]
     params_id: str
@@ -188,6 +208,9 @@ class ParamsResponse(BaseModel):
     # params (pdroute_client) gives the service's answer.
     harm_weight: float = Field(description="queue-aware: weight of the harm to other requests")
     slo_margin: float = Field(description="queue-aware: a target is met within (1 - margin) of it")
+    objective: Literal["latency", "goodput"] = Field(
+        default="latency", description="queue-aware: the objective when a request names none"
+    )
     default_output_len: int = Field(description="predicted_output_len when a request omits it")
     default_output_len_by_prompt: list[list[int]] = Field(
         default_factory=list,

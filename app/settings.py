@@ -12,6 +12,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from pdroute_core.errors import PdrouteError
 from pdroute_core.output_defaults import OutputLenDefaults, parse_table
 from pdroute_core.request_defaults import RouteDefaults
+from pdroute_core.routing.objective import DEFAULT_OBJECTIVE
 from pdroute_core.routing.queue_aware import DEFAULT_HARM_WEIGHT, DEFAULT_SLO_MARGIN
 
 
@@ -93,6 +94,12 @@ class Settings(BaseSettings):
         lt=1,
         allow_inf_nan=False,
         description="queue-aware: a path meets a target when predicted within (1 - margin) of it",
+    )
+    objective: Literal["latency", "goodput"] = Field(
+        default=DEFAULT_OBJECTIVE,
+        description="queue-aware: what /route optimises when no path meets a request's targets: "
+        "goodput (the most requests within their targets) or latency; a request may override it "
+        "(docs/api.md)",
     )
     default_ttft_slo_ms: float | None = _default_target_ms("TTFT")
     default_tpot_slo_ms: float | None = _default_target_ms("TPOT")

@@ -2,7 +2,8 @@
 
     .venv/bin/python -m bench.bench_decisions [--profile default,...] [--topology conditional,pools]
         [--predict exact,mean,bucket-mean] [--candidate queue-aware] [--policies a,b,...]
-        [--trace CSV | --lengths SPEC] [--max-requests N] [--loads 4] [--shed] [--jobs 1] [--json OUT]
+        [--trace CSV | --lengths SPEC] [--max-requests N] [--loads 4] [--top-scale 1] [--shed]
+        [--objective latency] [--variants goodput,goodput+shed] [--jobs 1] [--json OUT]
 
 For each profile x topology, the loads are found automatically: the rate is raised (doubling,
 then bisection to within 10 %) until always-collocated misses an SLO for at least 20 % of the
@@ -23,6 +24,12 @@ Poisson load with log-normal lengths of the same means (1,155 prompt, 211 output
 ``uniform:...``, ``fixed:P,O``) runs such a Poisson load with other lengths instead, to check a
 model on request shapes the trace does not have. Fleets: ``conditional`` 2 prefill + 6 decode GPUs;
 ``pools`` 2 mixed + 2 prefill + 4 decode GPUs; chunk size the profile's largest.
+
+``--top-scale S`` stretches the loads to S times that rate (2: light to twice the overload
+point). ``--objective`` is the queue-aware model's (``latency``, as before, or ``goodput``);
+``--variants`` adds the queue-aware model under other settings beside it on the same requests,
+each ``OBJECTIVE[+shed]`` (``+shed``: the gateway drops what the answer says to shed), shown as
+``queue-aware:OBJECTIVE[+shed]`` with the candidate's ratios; ``--shed`` sheds for every policy.
 
 Static rules ignore the output-length prediction, so their runs (and ``best-static``'s grid)
 are done once per load and shared by every ``--predict`` mode; rules that would make the same
@@ -45,6 +52,7 @@ from typing import Any
 
 from pdroute_core.params import CostModelParams
 from pdroute_core.routing.design import AnalyticalCostModel
+from pdroute_core.routing.objective import LATENCY, OBJECTIVES, parse_objective
 from pdroute_core.routing.queue_aware import QueueAwareModel
 from solver.errors import InvalidTrace
 from solver.fit import fit_profile
@@ -57,6 +65,7 @@ from solver.sim import (
     BestStatic,
     ClusterSimulation,
     FleetConfig,
+    ModelPolicy,
     OutputPrediction,
     Policy,
     PolicyMetrics,
@@ -86,6 +95,15 @@ FLEETS = {  # (num_mixed, num_prefill, num_decode)
 }
 THRESHOLD_TOKENS, MAX_QUEUE_DEPTH = 1000, 2  # the threshold rules as `pdroute simulate` runs them
 MISSING_RULE = 0.10  # a static rule missing an SLO for more than this share is "failing"
+VARIANT_PREFIX = "queue-aware:"  # the queue-aware model under another objective (--variants)
+SHED_SUFFIX = "+shed"
+
+
+def parse_variant(name: str) -> tuple[str, bool]:
+    """``queue-aware:OBJECTIVE[+shed]`` as (objective, shed); ``ValueError`` for a bad one."""
+    spec = name.removeprefix(VARIANT_PREFIX)
+    shed = spec.endswith(SHED_SUFFIX)
+    return parse_objective(spec.removesuffix(SHED_SUFFIX)), shed
 
 
 def load_requests(trace: Path, max_requests: int | None, lengths: str | None = None) -> Workload:
@@ -146,16 +164,18 @@ class Bench:
         )
         params = params_for(profile_name, self.profile)
         self.model = AnalyticalCostModel(params)
-        self.queue_model = QueueAwareModel(params)
+        self.queue_model = QueueAwareModel(params, objective=args.objective)
         self.slo = SloLimits(args.ttft_slo_ms, args.tpot_slo_ms)
         self.base = base
         self.shed = args.shed
         self.static: dict[float, tuple[StaticRuns, Workload]] = {}
         self.num_runs = 0
 
-    def _run(self, policy: Policy, wl: Workload, prediction: OutputPrediction) -> SimRecords:
+    def _run(
+        self, policy: Policy, wl: Workload, prediction: OutputPrediction, shed: bool = False
+    ) -> SimRecords:
         self.num_runs += 1
-        sim = ClusterSimulation(self.fleet, self.latency, policy, slo=self.slo, shed=self.shed)
+        sim = ClusterSimulation(self.fleet, self.latency, policy, slo=self.slo, shed=self.shed or shed)
         return sim.run(wl, prediction.predict(wl))
 
     def static_runs(self, rate: float) -> tuple[StaticRuns, Workload]:
@@ -177,6 +197,10 @@ class Bench:
         if name == BEST_STATIC:
             grid = BestStatic().including(THRESHOLD_TOKENS, MAX_QUEUE_DEPTH)
             return best_static_metrics(grid, runs, lambda r: self.score(r, rate))[0]
+        if name.startswith(VARIANT_PREFIX):
+            objective, shed = parse_variant(name)
+            variant = ModelPolicy(self.queue_model.with_objective(objective), name)
+            return self.score(self._run(variant, wl, prediction, shed), rate)
         policy = make_policy(
             name,
             model=self.model,
@@ -226,15 +250,20 @@ def format_load(
             f"    {m.label:<{width}}  good/s {_f(m.goodput_rps):>8}  TTFT p99 {_f(m.ttft_ms.p99, 0):>8} ms"
             f"  SLO {_f(100 * m.slo_attainment, 1):>5} %  shed {_f(100 * m.share_shed, 1):>5} %"
         )
+    lines.append(format_summary(summary, candidate))
+    return lines
+
+
+def format_summary(summary: dict[str, Any], candidate: str) -> str:
+    """The candidate's ratios at one load, as one line."""
     failing = ", ".join(f"{n} {_f(r)}x" for n, r in summary["goodput_vs_failing_rules"].items()) or "none"
     best = f"{_f(summary['goodput_vs_best_rule'], 3)}x best rule ({summary['best_rule']})"
-    lines.append(
+    return (
         f"    {candidate}: goodput {best},"
         f" {_f(summary['goodput_vs_best_static'], 3)}x best-static; TTFT p99"
         f" {_f(summary['ttft_p99_vs_best_rule'], 2)}x best rule; vs rules missing >10 %: {failing};"
         f" error p50 TTFT {_f(summary['ttft_err_p50_pct'], 1)} %, e2e {_f(summary['e2e_err_p50_pct'], 1)} %"
     )
-    return lines
 
 
 def run_block(
@@ -249,7 +278,7 @@ def run_block(
     started = time.perf_counter()
     bench = Bench(profile_name, topology, base, args)
     top = find_top_rate(bench.miss_share, args.overload_miss)
-    rates = [top * (k + 1) / args.loads for k in range(args.loads)]
+    rates = [args.top_scale * top * (k + 1) / args.loads for k in range(args.loads)]
     lines: list[str] = []
     blocks: list[dict[str, Any]] = []
     for prediction in predictions:
@@ -262,8 +291,16 @@ def run_block(
             rows = {n: bench.metrics(n, rate, prediction) for n in names}
             summary = candidate_summary(rows, args.candidate)
             lines += format_load(rate, rows, summary, args.candidate)
+            variants = {n: candidate_summary(rows, n) for n in names if n.startswith(VARIANT_PREFIX)}
+            for n, s in variants.items():
+                lines.append(format_summary(s, n))
             loads.append(
-                {"rate": rate, "candidate": summary, "policies": [m.to_json_dict() for m in rows.values()]}
+                {
+                    "rate": rate,
+                    "candidate": summary,
+                    "variants": variants,
+                    "policies": [m.to_json_dict() for m in rows.values()],
+                }
             )
         blocks.append(
             {"profile": profile_name, "topology": topology, "predict": prediction.label, "loads": loads}
@@ -302,12 +339,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--overload-miss", type=float, default=0.2, help="collocated's miss share at the top")
     parser.add_argument("--ttft-slo-ms", type=float, default=1000.0)
     parser.add_argument("--tpot-slo-ms", type=float, default=50.0)
-    parser.add_argument("--shed", action="store_true", help="drop requests a policy answers infeasible")
+    parser.add_argument("--top-scale", type=float, default=1.0, help="the highest load over the top rate")
+    parser.add_argument("--shed", action="store_true", help="drop requests a policy answers to shed")
+    parser.add_argument(
+        "--objective", default=LATENCY, choices=OBJECTIVES, help="the queue-aware model's objective"
+    )
+    parser.add_argument(
+        "--variants", default="", help="comma list of OBJECTIVE[+shed]: the queue-aware model beside it"
+    )
     parser.add_argument("--json", type=Path, help="write every figure to this file")
     parser.add_argument("--jobs", type=int, default=1, help="profile x topology blocks run in parallel")
     args = parser.parse_args(argv)
 
     names = list(parse_policy_names(args.policies))
+    for spec in filter(None, (s.strip() for s in args.variants.split(","))):
+        try:
+            parse_variant(VARIANT_PREFIX + spec)
+        except ValueError as exc:
+            parser.error(f"--variants: {exc}")
+        names.append(VARIANT_PREFIX + spec)
+    if not (math.isfinite(args.top_scale) and args.top_scale > 0):
+        parser.error(f"--top-scale: expected a number > 0, got {args.top_scale}")
     for needed in (*STATIC_NAMES, BEST_STATIC, args.candidate):
         if needed not in names:
             names.append(needed)

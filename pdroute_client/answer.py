@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pdroute_core.routing import COLLOCATED, DISAGGREGATED, Decision
+from pdroute_core.routing.objective import ADMISSIONS, OBJECTIVES
 
 Tier = Literal["remote", "local", "static"]
 REMOTE: Tier = "remote"
@@ -50,6 +51,11 @@ class Answer:
     t_collocated_ms: float | None = None
     t_disaggregated_ms: float | None = None
     meets_slo: bool | None = None  # queue-aware only
+    # queue-aware only: the chosen path's TTFT past the TTFT target (ms, 0 on time), admit /
+    # defer / shed (docs/api.md), and the objective the decision optimised.
+    predicted_lateness_ms: float | None = None
+    admission: str | None = None
+    objective: str | None = None
     assumed: tuple[str, ...] = ()
     breakdown: Mapping[str, Any] = field(default_factory=dict)  # the model's own terms
     request_id: str | None = None
@@ -87,6 +93,12 @@ def parse_remote(body: Any) -> Answer:
         raise BadAnswer("breakdown or meets_slo: wrong type")
     if not (request_id is None or isinstance(request_id, str)):
         raise BadAnswer("request_id: not a string")
+    lateness = body.get("predicted_lateness_ms")
+    if lateness is not None:
+        lateness = _float(body, "predicted_lateness_ms")
+    admission, objective = body.get("admission"), body.get("objective")
+    if admission not in (None, *ADMISSIONS) or objective not in (None, *OBJECTIVES):
+        raise BadAnswer("admission or objective: not one of the known values")
     return Answer(
         decision=COLLOCATED if decision == COLLOCATED else DISAGGREGATED,
         reason=reason,
@@ -97,6 +109,9 @@ def parse_remote(body: Any) -> Answer:
         t_collocated_ms=_float(body, "t_collocated_ms"),
         t_disaggregated_ms=_float(body, "t_disaggregated_ms"),
         meets_slo=meets_slo,
+        predicted_lateness_ms=lateness,
+        admission=admission,
+        objective=objective,
         assumed=tuple(assumed),
         breakdown=breakdown,
         request_id=request_id,

@@ -18,7 +18,7 @@ from pdroute_core.bounds import MAX_REQUEST_ID_LEN
 from pdroute_core.output_defaults import OutputLenDefaults
 from pdroute_core.output_learning import OutputLenSnapshot
 from pdroute_core.request_defaults import RouteDefaults, route_inputs
-from pdroute_core.route_fields import ROUTE_FIELDS
+from pdroute_core.route_fields import ROUTE_CHOICES, ROUTE_FIELDS
 from pdroute_core.routing import RouteInputs
 
 
@@ -48,6 +48,7 @@ class RouteQuery:
     colloc_prefill_tokens_per_s: float | None = None  # recent prefill rate of the collocation GPU
     decode_prefill_tokens_per_s: float | None = None  # the same on the decode GPU
     prefill_running_tokens: int | None = None  # prompt tokens of the prefills running on the pool
+    objective: str | None = None  # latency or goodput; the service's setting when None
     request_id: str | None = None
 
     def __post_init__(self) -> None:
@@ -113,6 +114,10 @@ def check(query: RouteQuery) -> None:
         problem = bound.problem(value)
         if problem is not None:
             raise InvalidArgument(name, problem)
+    for choice in ROUTE_CHOICES:
+        value = getattr(query, choice.name)
+        if value is not None and (problem := choice.problem(value)) is not None:
+            raise InvalidArgument(choice.name, problem)
     cached = query.cached_prompt_tokens
     if cached is not None and cached > query.prompt_len:
         raise InvalidArgument(

@@ -27,9 +27,15 @@ from pdroute_core.output_defaults import InvalidOutputTable, OutputLenDefaults
 from pdroute_core.output_learning import InvalidOutputLearning, OutputLenSnapshot
 from pdroute_core.params import CostModelParams, params_from_dict
 from pdroute_core.routing import DecisionModel, RouteColumns, RouteInputs, build_model, term_names
+from pdroute_core.routing.objective import LATENCY, OBJECTIVES
 from pdroute_core.routing.queue_aware import QueueAwareModel
 
-_TOP_LEVEL_TERMS = ("meets_slo",)  # as app.route_codec: shown beside the decision
+_TOP_LEVEL_TERMS = (
+    "meets_slo",
+    "predicted_lateness_ms",
+    "admission",
+    "objective",
+)  # as app.route_codec: shown beside the decision
 
 
 def _number(body: Mapping[str, Any], name: str) -> float:
@@ -135,8 +141,17 @@ class ServedParams:
         output_len = body.get("default_output_len")
         if isinstance(output_len, bool) or not isinstance(output_len, int) or output_len < 1:
             raise InvalidParams(f"/params default_output_len: expected an integer >= 1, got {output_len!r}")
+        objective = body.get("objective", LATENCY)  # a service from before objectives: latency
+        if objective not in OBJECTIVES:
+            raise InvalidParams(
+                f"/params objective: expected one of {', '.join(OBJECTIVES)}, got {objective!r}"
+            )
         model = build_model(
-            name, params, harm_weight=_number(body, "harm_weight"), slo_margin=_number(body, "slo_margin")
+            name,
+            params,
+            harm_weight=_number(body, "harm_weight"),
+            slo_margin=_number(body, "slo_margin"),
+            objective=objective,
         )
         table = output_table_of(body, output_len)
         corrections = corrections_of(body)
@@ -161,13 +176,24 @@ class ServedParams:
         Raises ``pdroute_core.errors.PdrouteError`` when the model cannot decide the request.
         """
         inputs = self.inputs(query)
-        return self._answer(self.model.decide(inputs), query, why)
+        return self._answer(self._model(query.objective).decide(inputs), query, why)
 
     def decide_many(self, queries: Sequence[RouteQuery], why: str) -> list[Answer]:
         """The local answers to many queries (the vectorised model; the same answers as ``decide``)."""
-        columns = RouteColumns.from_inputs([self.inputs(q) for q in queries])
-        rows = self.model.decide_many(columns).rows()
+        rows: list[Any] = [None] * len(queries)
+        objectives = [q.objective for q in queries]
+        for objective in dict.fromkeys(objectives):  # one vectorised call per objective, order kept
+            where = [i for i, o in enumerate(objectives) if o == objective]
+            columns = RouteColumns.from_inputs([self.inputs(queries[i]) for i in where])
+            for i, b in zip(where, self._model(objective).decide_many(columns).rows(), strict=True):
+                rows[i] = b
         return [self._answer(b, q, why) for b, q in zip(rows, queries, strict=True)]
+
+    def _model(self, objective: str | None) -> DecisionModel:
+        """The model for a query's objective (``app.routes.route.for_objective``)."""
+        if objective is None or not isinstance(self.model, QueueAwareModel):
+            return self.model
+        return self.model.with_objective(objective)
 
     def inputs(self, query: RouteQuery) -> RouteInputs:
         """The model's inputs for ``query`` as ``/route`` builds them: the service's defaults
@@ -189,6 +215,9 @@ class ServedParams:
             t_collocated_ms=b.t_collocated_ms,
             t_disaggregated_ms=b.t_disaggregated_ms,
             meets_slo=b.meets_slo if "meets_slo" in terms else None,
+            predicted_lateness_ms=b.predicted_lateness_ms if "predicted_lateness_ms" in terms else None,
+            admission=b.admission if "admission" in terms else None,
+            objective=b.objective if "objective" in terms else None,
             assumed=tuple(b.assumed),
             breakdown={n: getattr(b, n) for n in terms if n not in _TOP_LEVEL_TERMS},
             request_id=query.request_id,

@@ -124,4 +124,5 @@ def calibrated_model(model: QueueAwareModel, k: Corrections) -> QueueAwareModel:
         harm_weight=model.harm_weight,
         slo_margin=model.slo_margin,
         queue_wait_scale=k.queue_wait,
+        objective=model.objective,
     )

@@ -192,6 +192,34 @@ ROUTE_FIELDS: tuple[RouteField, ...] = (
     ),
 )  # fmt: skip
 
+
+@dataclass(frozen=True)
+class RouteChoice:
+    """One input of ``/route`` that names one of a few settings (not a model input: it picks
+    how the model decides), with its one-line doc. Missing: the service's setting."""
+
+    name: str
+    values: tuple[str, ...]
+    doc: str
+
+    def problem(self, value: object) -> str | None:
+        """Why ``value`` is not accepted (as the service's schema would refuse it), or ``None``."""
+        if not isinstance(value, str) or value not in self.values:
+            return f"expected one of {', '.join(self.values)}, got {value!r}"
+        return None
+
+
+# Per-request overrides of a service setting (``RouteRequest``, ``RouteQuery``).
+ROUTE_CHOICES: tuple[RouteChoice, ...] = (
+    RouteChoice(
+        "objective",
+        ("latency", "goodput"),  # pdroute_core.routing.objective.OBJECTIVES (a test compares them)
+        "queue-aware: what to optimise when no path meets the targets: goodput (the most requests "
+        "within their targets) or latency; PDROUTE_OBJECTIVE if omitted",
+    ),
+)
+CHOICES: dict[str, RouteChoice] = {c.name: c for c in ROUTE_CHOICES}
+
 FIELDS: dict[str, RouteField] = {f.name: f for f in ROUTE_FIELDS}
 FIELD_NAMES = tuple(FIELDS)
 # The design's five inputs: every model reads them, and ``RouteInputs`` always holds them.

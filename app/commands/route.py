@@ -21,6 +21,7 @@ from app.schemas import RouteRequest
 from app.settings import embedded_params_path
 from pdroute_core.request_defaults import RouteDefaults
 from pdroute_core.routing import AUTO, MODEL_NAMES, OPTIONAL_INPUTS, build_model
+from pdroute_core.routing.objective import DEFAULT_OBJECTIVE, OBJECTIVES
 from pdroute_core.routing.queue_aware import DEFAULT_HARM_WEIGHT, DEFAULT_SLO_MARGIN
 from pdroute_core.routing.types import OPTIONAL_RATE_INPUTS, UNLISTED_INPUTS
 from solver.params import load_params
@@ -66,6 +67,12 @@ def register(sub: Any) -> None:
         default=DEFAULT_SLO_MARGIN,
         help="queue-aware: a target is met when predicted within (1 - margin) of it (default %(default)s)",
     )
+    p.add_argument(
+        "--objective",
+        default=DEFAULT_OBJECTIVE,
+        choices=OBJECTIVES,
+        help="queue-aware: what to optimise when no path meets the targets (default %(default)s)",
+    )
     p.add_argument("--params", type=Path, help="params.json (default: the embedded file)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=run)
@@ -106,7 +113,9 @@ def parse_request(args: argparse.Namespace) -> RouteRequest:
 def run(args: argparse.Namespace) -> int:
     req = parse_request(args)
     params = load_params(args.params or embedded_params_path())
-    model = build_model(args.model, params, harm_weight=args.harm_weight, slo_margin=args.slo_margin)
+    model = build_model(
+        args.model, params, harm_weight=args.harm_weight, slo_margin=args.slo_margin, objective=args.objective
+    )
     _, b = decide(model, req, RouteDefaults(args.output_len, None, None))
     answer = encoder_for(type(b)).to_dict(b, model.name, params.params_id, None)
     del answer["request_id"]

@@ -63,7 +63,11 @@ def run(args: argparse.Namespace) -> int:
     # traceback from inside the server's startup.
     params = load_params(settings.resolved_params_path())
     model = build_model(  # forms present?
-        settings.model, params, harm_weight=settings.harm_weight, slo_margin=settings.slo_margin
+        settings.model,
+        params,
+        harm_weight=settings.harm_weight,
+        slo_margin=settings.slo_margin,
+        objective=settings.objective,
     )
     if settings.engines_file is not None:  # the engines file too (InvalidEngines: one line)
         from app.engines.config import load_fleet

@@ -76,6 +76,12 @@ def register(sub: Any) -> None:
         "--slo-margin", type=float, default=0.1, help="queue-aware: margin below the targets (default 0.1)"
     )
     sweep.add_argument(
+        "--objective",
+        default="latency",
+        help="queue-aware: what to optimise when no path meets the targets (default latency: the figures "
+        "of docs/simulation.md; the service's default is goodput)",
+    )
+    sweep.add_argument(
         "--calibrate",
         action="store_true",
         help="also run queue-aware+cal: queue-aware recalibrated online from every finished "
@@ -202,7 +208,11 @@ def run(args: argparse.Namespace) -> int:
                 raise UsageError(f"--harm-weight: expected a number >= 0, got {args.harm_weight}")
             if not 0 <= args.slo_margin < 1:
                 raise UsageError(f"--slo-margin: expected a number in [0, 1), got {args.slo_margin}")
-            queue_model = QueueAwareModel(params, harm_weight=args.harm_weight, slo_margin=args.slo_margin)
+            if args.objective not in ("latency", "goodput"):
+                raise UsageError(f"--objective: expected latency or goodput, got {args.objective!r}")
+            queue_model = QueueAwareModel(
+                params, harm_weight=args.harm_weight, slo_margin=args.slo_margin, objective=args.objective
+            )
     if args.chunk_size is not None and args.max_num_batched_tokens is not None:
         raise UsageError("give --max-num-batched-tokens or --chunk-size (its older name), not both")
     budget = args.max_num_batched_tokens if args.max_num_batched_tokens is not None else args.chunk_size

@@ -63,18 +63,39 @@ def corrected_inputs(
     return inputs if corrected == told else dataclasses.replace(inputs, predicted_output_len=corrected)
 
 
+def for_objective(model: DecisionModel, objective: str | None) -> DecisionModel:
+    """``model`` deciding for the request's ``objective`` (``None``: the service's setting); the
+    design's model has no targets to optimise against and decides as it does."""
+    if objective is None or not isinstance(model, QueueAwareModel):
+        return model
+    return model.with_objective(objective)
+
+
 def decide(model: DecisionModel, req: RouteRequest, defaults: RouteDefaults) -> tuple[RouteInputs, Any]:
     """The decision (pure): a parsed request in, the model's inputs and breakdown out.
 
     Raises ``PdrouteError`` for a request the model cannot decide.
     """
     inputs = route_inputs(req, defaults)
-    return inputs, model.decide(inputs)
+    return inputs, for_objective(model, req.objective).decide(inputs)
 
 
-def decide_inputs(model: DecisionModel, inputs: list[RouteInputs]) -> list[Any]:
-    """The breakdowns of many requests' inputs, through the vectorised model."""
-    return model.decide_many(RouteColumns.from_inputs(inputs)).rows()
+def decide_inputs(
+    model: DecisionModel, inputs: list[RouteInputs], objectives: list[str | None] | None = None
+) -> list[Any]:
+    """The breakdowns of many requests' inputs, through the vectorised model; ``objectives``:
+    each request's override (the requests of one objective are decided together, order kept)."""
+    if objectives is None or all(o is None for o in objectives):
+        return model.decide_many(RouteColumns.from_inputs(inputs)).rows()
+    answers: list[Any] = [None] * len(inputs)
+    for objective in dict.fromkeys(objectives):
+        where = [i for i, o in enumerate(objectives) if o == objective]
+        rows = for_objective(model, objective).decide_many(
+            RouteColumns.from_inputs([inputs[i] for i in where])
+        )
+        for i, b in zip(where, rows.rows(), strict=True):
+            answers[i] = b
+    return answers
 
 
 def _errors(exc: ValidationError) -> list[dict[str, Any]]:
@@ -137,6 +158,7 @@ class RouteEndpoint:
             inputs = corrected_inputs(self.output_learning, inputs, req.request_id)
         if self.calibration is not None:
             return self._answer_calibrated(inputs, req, snapshot.params_id, model, self.calibration, sources)
+        model = for_objective(model, req.objective)
         b = model.decide(inputs)
         self.record(b, inputs)
         return encoder_for(type(b)).encode(b, model.name, snapshot.params_id, req.request_id, sources)
@@ -152,7 +174,8 @@ class RouteEndpoint:
     ) -> bytes:
         """The answer of the calibrated model, with ``calibration``: the corrections in force
         and the raw (uncalibrated) model's TTFT, TPOT and e2e of both paths."""
-        served = cal.model_for(params_id, model)
+        served = for_objective(cal.model_for(params_id, model), req.objective)
+        model = for_objective(model, req.objective)
         b = served.decide(inputs)
         self.record(b, inputs)
         answer = encoder_for(type(b)).to_dict(b, served.name, params_id, req.request_id, sources)
@@ -201,7 +224,8 @@ class RouteEndpoint:
         if learning is not None:
             inputs = [corrected_inputs(learning, x, r.request_id) for x, r in zip(inputs, reqs, strict=True)]
         results = []
-        for req, one, origin, b in zip(reqs, inputs, sources, decide_inputs(model, inputs), strict=True):
+        decided = decide_inputs(model, inputs, [r.objective for r in reqs])
+        for req, one, origin, b in zip(reqs, inputs, sources, decided, strict=True):
             self.record(b, one)
             if cal is not None and req.request_id is not None and isinstance(model, QueueAwareModel):
                 cal.remember(req.request_id, one, b.decision, b.chosen_ttft_ms, b.chosen_e2e_ms)

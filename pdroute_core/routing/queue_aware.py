@@ -91,6 +91,14 @@ sent long prompts to the pool until 30 waited; comparing the paths' own lateness
 most of the goodput past capacity: docs/decision-model.md.) The reason code names the component
 that favoured the chosen path most (see ``REASONS``).
 
+The ``objective`` (``pdroute_core.routing.objective``) changes only this last case. Under
+``latency`` (the constructor's default: the model as before objectives, bit for bit) every
+victim counts. Under ``goodput`` only the victims predicted still on time do: ``budget_c`` when
+the collocated TPOT is within its target, the pool's share when the pool's wait and the decode
+engine's first steps (``TTFT_d - T_P(L) - transfer``) are within the TTFT target, the decode
+GPU's share when ``TPOT_d`` is. Every answer also says how late the chosen path is predicted to
+be (``predicted_lateness_ms``) and what a gateway should do with it (``admission``).
+
 Defaults chosen in the simulator (docs/decision-model.md): ``w = 0`` (at the usual targets
 any harm weight only moves latency into the tail; with a tight TPOT target ``w = 1`` keeps
 more goodput) and ``slo_margin = 0.1``.
@@ -120,6 +128,7 @@ import numpy as np
 
 from pdroute_core.frozen import from_fields
 from pdroute_core.params import CostModelParams
+from pdroute_core.routing import objective as obj
 from pdroute_core.routing.queue_aware_breakdown import (
     BREAKDOWN_FIELDS,
     FLOAT_TERMS,
@@ -223,6 +232,7 @@ class QueueAwareModel:
         harm_weight: float = DEFAULT_HARM_WEIGHT,
         slo_margin: float = DEFAULT_SLO_MARGIN,
         queue_wait_scale: float = 1.0,
+        objective: str = obj.LATENCY,
     ) -> None:
         if params.queue_aware is None:
             raise ValueError("these params carry no queue-aware forms (schema version 1)")
@@ -232,6 +242,8 @@ class QueueAwareModel:
             raise ValueError(f"slo_margin: expected a number in [0, 1), got {slo_margin!r}")
         if not (math.isfinite(queue_wait_scale) and queue_wait_scale > 0):
             raise ValueError(f"queue_wait_scale: expected a finite number > 0, got {queue_wait_scale!r}")
+        self.objective = obj.parse_objective(objective)
+        self.is_goodput = self.objective == obj.GOODPUT
         self.params = params
         self.forms = QueueAwareForms(params)
         # The online calibration's factor on the prefill wait (pdroute_core.calibration); x * 1.0 == x
@@ -240,6 +252,24 @@ class QueueAwareModel:
         self.harm_weight = float(harm_weight)
         self.slo_margin = float(slo_margin)
         self.feasible = 1.0 - self.slo_margin  # the largest lateness that counts as meeting a target
+        self._variants: dict[str, QueueAwareModel] = {}  # with_objective's, by objective
+
+    def with_objective(self, objective: str) -> QueueAwareModel:
+        """This model deciding for ``objective`` (itself when it already does); built once per
+        objective and kept, so a per-request override costs a dict look-up."""
+        if objective == self.objective:
+            return self
+        variant = self._variants.get(objective)
+        if variant is None:
+            variant = QueueAwareModel(
+                self.params,
+                harm_weight=self.harm_weight,
+                slo_margin=self.slo_margin,
+                queue_wait_scale=self.queue_wait_scale,
+                objective=objective,
+            )
+            self._variants[objective] = variant
+        return variant
 
     # --- the paths, for one request and for columns ---------------------------------------------
     def collocated(self, v: Resolved[float]) -> Collocated[float]:
@@ -438,8 +468,18 @@ class QueueAwareModel:
             D = max(1.0, out - 1.0)
             budget_c = B * (col.u * col.chunk / (col.chunk_tokens * D) + slower) / tpot_slo
             budget_d = q * dis.prefill / (G * ttft_slo) + Bd * slower / tpot_slo
+            if self.is_goodput:  # only the victims still on time (pdroute_core.routing.objective)
+                queue_ttft = dis.ttft - dis.remote  # the wait and the decode engine's first steps
+                budget_c = obj.on_time(tpot_c, tpot_slo) * budget_c
+                budget_d = obj.on_time(queue_ttft, ttft_slo) * (
+                    q * dis.prefill / (G * ttft_slo)
+                ) + obj.on_time(tpot_d, tpot_slo) * (Bd * slower / tpot_slo)
             is_disagg, reason, meets = budget_d < budget_c, REASON_SLO_NONE, False
+        ttft, ratio = (dis.ttft, late_d) if is_disagg else (col.ttft, late_c)
         values = {
+            "objective": self.objective,
+            "predicted_lateness_ms": obj.lateness_ms(ttft, ttft_slo),
+            "admission": obj.admission(meets, ratio, self.slo_margin),
             "decision": DISAGGREGATED if is_disagg else COLLOCATED,
             "reason": reason,
             "assumed": x.missing(),
@@ -469,13 +509,20 @@ class QueueAwareModel:
         )
         cost_c = col.e2e + w * harm_c
         cost_d = dis.e2e + w * harm_d
-        ok_c = np.maximum(col.ttft / ttft_slo, tpot_c / tpot_slo) <= self.feasible
-        ok_d = np.maximum(dis.ttft / ttft_slo, tpot_d / tpot_slo) <= self.feasible
+        late_c = np.maximum(col.ttft / ttft_slo, tpot_c / tpot_slo)
+        late_d = np.maximum(dis.ttft / ttft_slo, tpot_d / tpot_slo)
+        ok_c, ok_d = late_c <= self.feasible, late_d <= self.feasible
         close = np.abs(cost_d - cost_c) <= self.slo_margin * np.minimum(cost_c, cost_d)
         by_cost = np.where(close, dis.ttft < col.ttft, cost_d < cost_c)
         D = np.maximum(1.0, out - 1.0)
         budget_c = B * (col.u * col.chunk / (col.chunk_tokens * D) + slower) / tpot_slo
         budget_d = q * dis.prefill / (G * ttft_slo) + Bd * slower / tpot_slo
+        if self.is_goodput:
+            queue_ttft = dis.ttft - dis.remote
+            budget_c = obj.on_time_many(tpot_c, tpot_slo) * budget_c
+            budget_d = obj.on_time_many(queue_ttft, ttft_slo) * (
+                q * dis.prefill / (G * ttft_slo)
+            ) + obj.on_time_many(tpot_d, tpot_slo) * (Bd * slower / tpot_slo)
         both, meets = ok_c & ok_d, ok_c | ok_d
         is_disagg = np.where(both, by_cost, np.where(meets, ok_d, budget_d < budget_c))
         # The component favouring the chosen path most, the first of the largest (decide's loop).
@@ -496,6 +543,10 @@ class QueueAwareModel:
         )
         outside = np.where(meets, REASONS.index(REASON_SLO_ONLY), REASONS.index(REASON_SLO_NONE))
         terms = _terms(col, dis, (harm_c, harm_d), (cost_c, cost_d))
+        terms["predicted_lateness_ms"] = obj.lateness_ms_many(
+            np.where(is_disagg, dis.ttft, col.ttft), ttft_slo
+        )
+        ratio = np.where(is_disagg, late_d, late_c)
         return QueueAwareBatch(
             is_disaggregated=is_disagg,
             meets_slo=meets,
@@ -503,4 +554,6 @@ class QueueAwareModel:
             optional=cols.optional,
             harm_weight=w,
             terms={name: np.asarray(terms[name], dtype=np.float64) for name in FLOAT_TERMS},
+            objective=self.objective,
+            admission_index=obj.admission_index_many(meets, ratio, self.slo_margin),
         )

@@ -12,6 +12,7 @@ import numpy.typing as npt
 
 from pdroute_core.frozen import from_fields
 from pdroute_core.route_fields import OPTIONAL_INPUTS
+from pdroute_core.routing.objective import ADMISSIONS, Admission, Objective
 from pdroute_core.routing.queue_aware_reasons import REASONS
 from pdroute_core.routing.types import COLLOCATED, DISAGGREGATED, Decision, FloatArray
 
@@ -41,6 +42,9 @@ class QueueAwareBreakdown:
     harm_weight: float  # w
     cost_collocated_ms: float  # e2e + w * harm
     cost_disaggregated_ms: float
+    objective: Objective  # what the decision optimised (pdroute_core.routing.objective)
+    predicted_lateness_ms: float  # the chosen path's TTFT past the TTFT target (0: on time)
+    admission: Admission  # admit / defer / shed (pdroute_core.routing.objective)
 
     @property
     def chosen_ttft_ms(self) -> float:
@@ -58,7 +62,7 @@ BREAKDOWN_FIELDS = tuple(f.name for f in dataclasses.fields(QueueAwareBreakdown)
 FLOAT_TERMS = tuple(
     name
     for name in BREAKDOWN_FIELDS
-    if name not in ("decision", "reason", "assumed", "meets_slo", "harm_weight")
+    if name not in ("decision", "reason", "assumed", "meets_slo", "harm_weight", "objective", "admission")
 )
 
 
@@ -72,6 +76,8 @@ class QueueAwareBatch:
     optional: dict[str, FloatArray]  # the request's optional inputs (NaN: not reported)
     harm_weight: float
     terms: dict[str, FloatArray]  # every name of FLOAT_TERMS
+    objective: Objective
+    admission_index: npt.NDArray[np.int64]  # into ADMISSIONS
 
     def decisions(self) -> list[Decision]:
         return [DISAGGREGATED if d else COLLOCATED for d in self.is_disaggregated.tolist()]
@@ -90,6 +96,8 @@ class QueueAwareBatch:
             "assumed": [assumed[tuple(mask)] for mask in missing],
             "meets_slo": self.meets_slo.tolist(),
             "harm_weight": [self.harm_weight] * n,
+            "objective": [self.objective] * n,
+            "admission": [ADMISSIONS[a] for a in self.admission_index.tolist()],
             **{name: self.terms[name].tolist() for name in FLOAT_TERMS},
         }
         columns = [by_field[name] for name in BREAKDOWN_FIELDS]

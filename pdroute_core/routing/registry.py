@@ -11,6 +11,7 @@ from __future__ import annotations
 from pdroute_core.errors import InvalidParams
 from pdroute_core.params import CostModelParams
 from pdroute_core.routing import design, queue_aware
+from pdroute_core.routing.objective import LATENCY
 from pdroute_core.routing.types import DecisionModel
 
 MODEL_NAMES = (design.NAME, queue_aware.NAME)
@@ -28,8 +29,12 @@ def build_model(
     *,
     harm_weight: float = queue_aware.DEFAULT_HARM_WEIGHT,
     slo_margin: float = queue_aware.DEFAULT_SLO_MARGIN,
+    objective: str = LATENCY,
 ) -> DecisionModel:
     """The model called ``name`` (or ``auto``: ``default_model_name``) on ``params``.
+
+    ``objective`` (``pdroute_core.routing.objective``) applies to the queue-aware model; the
+    design's model has no targets to optimise against and ignores it.
 
     Raises ``InvalidParams`` when the name is unknown or the params lack the model's forms.
     """
@@ -43,7 +48,9 @@ def build_model(
                 "model queue-aware: these params have no queue_aware forms (schema_version 1); "
                 "refit them with `pdroute fit` or serve the design model"
             )
-        return queue_aware.QueueAwareModel(params, harm_weight=harm_weight, slo_margin=slo_margin)
+        return queue_aware.QueueAwareModel(
+            params, harm_weight=harm_weight, slo_margin=slo_margin, objective=objective
+        )
     raise InvalidParams(f"model {name!r}: unknown (one of {', '.join((AUTO, *MODEL_NAMES))})")
 
 

@@ -25,9 +25,10 @@ The gateway's view (``RouteView``) is read from counters kept up to date as work
 prefill pool's queued and running prompt tokens here, each engine's pending prefill tokens
 and decode context in ``solver.sim.batching_gpu``), so building it costs the same at any load.
 
-A policy's answer may say that no path meets the SLO (``is_infeasible``). With ``shed=True``
-the gateway drops such a request: it never enters the fleet, has no first token nor finish
-(NaN in the records) and counts as an SLO miss.
+A policy's answer may say that no path meets the SLO (``is_infeasible``) and what to do with
+it (``admission``). With ``shed=True`` the gateway drops the request when the answer says
+``shed`` (an answer without ``admission``: when it is infeasible): it never enters the fleet,
+has no first token nor finish (NaN in the records) and counts as an SLO miss.
 
 Run with ``python -m bench.bench_sim`` to time 100,000 requests.
 """
@@ -229,7 +230,7 @@ class RunState:
                 self.predicted_e2e[rid] = answer.predicted_e2e_ms
             if answer.is_infeasible:
                 self.is_infeasible[rid] = True
-                if self.shed:  # the gateway drops it: it never enters the fleet
+                if self.shed and answer.is_shed:  # the gateway drops it: it never enters the fleet
                     self.is_shed[rid] = True
                     return
             disagg = answer.decision == DISAGGREGATED

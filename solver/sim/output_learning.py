@@ -55,7 +55,7 @@ class OutputLearningPolicy:
 
     def decide(self, view: RouteView) -> PolicyAnswer:
         b = self.model.decide(route_inputs(self.corrected_view(view)))
-        return PolicyAnswer(b.decision, b.chosen_ttft_ms, b.chosen_e2e_ms, not b.meets_slo)
+        return PolicyAnswer(b.decision, b.chosen_ttft_ms, b.chosen_e2e_ms, not b.meets_slo, b.admission)
 
     def decide_for(self, rid: int, view: RouteView) -> PolicyAnswer:
         self._pending[rid] = (view.prompt_len, view.predicted_output_len)

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
 from pdroute_core.routing.design import AnalyticalCostModel
+from pdroute_core.routing.objective import SHED
 from pdroute_core.routing.queue_aware import QueueAwareModel
 from pdroute_core.routing.types import COLLOCATED, DISAGGREGATED, Decision, DecisionModel
 from solver.errors import InvalidSimConfig
@@ -101,14 +102,22 @@ class PolicyAnswer:
 
     ``predicted_ttft_ms`` and ``predicted_e2e_ms`` are the policy's own predictions for the
     path it chose (None when it does not predict); the simulator compares them with what the
-    run produced. ``is_infeasible`` means "no path meets the SLO": a gateway that sheds
-    (``shed=True`` in the simulator) drops the request instead of routing it.
+    run produced. ``is_infeasible`` means "no path meets the SLO"; a gateway that sheds
+    (``shed=True`` in the simulator) drops the requests of ``is_shed`` instead of routing them.
     """
 
     decision: Decision
     predicted_ttft_ms: float | None = None
     predicted_e2e_ms: float | None = None
     is_infeasible: bool = False
+    # The answer's admission (``pdroute_core.routing.objective``: admit / defer / shed), None for
+    # a policy that gives none; a shedding gateway then drops what is infeasible.
+    admission: str | None = None
+
+    @property
+    def is_shed(self) -> bool:
+        """What a shedding gateway drops: ``admission`` ``shed``, else an infeasible answer."""
+        return self.is_infeasible if self.admission is None else self.admission == SHED
 
 
 ANSWER_COLLOCATED = PolicyAnswer(COLLOCATED)
@@ -196,7 +205,8 @@ class ModelPolicy:
 
     def decide(self, view: RouteView) -> PolicyAnswer:
         b = self.model.decide(route_inputs(view))
-        return PolicyAnswer(b.decision, b.chosen_ttft_ms, b.chosen_e2e_ms, not b.meets_slo)
+        admission = getattr(b, "admission", None)  # the design's model gives none
+        return PolicyAnswer(b.decision, b.chosen_ttft_ms, b.chosen_e2e_ms, not b.meets_slo, admission)
 
 
 def make_policy(

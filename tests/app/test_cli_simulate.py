@@ -170,6 +170,10 @@ def test_simulate_best_static_with_shedding(tmp_path: Path, profile_file: Path) 
         (["--trace", "GOOD", "--cdf-rate", "nan"], "--cdf-rate: expected a load > 0"),
         (["--trace", "GOOD", "--policies", "queue-aware", "--harm-weight", "-1"], "--harm-weight: expected"),
         (["--trace", "GOOD", "--policies", "queue-aware", "--slo-margin", "1"], "--slo-margin: expected"),
+        (
+            ["--trace", "GOOD", "--policies", "queue-aware", "--objective", "fast"],
+            "--objective: expected latency or goodput",
+        ),
         (["--trace", "GOOD", "-o", "FILE"], "cannot create the output folder"),
         (["--trace", "GOOD", "--calibrate", "--calibrate-refresh", "0"], "--calibrate-refresh: expected"),
         (["--trace", "GOOD", "--max-num-batched-tokens", "100"], "100 is below max_num_seqs 256"),

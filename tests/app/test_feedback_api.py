@@ -14,6 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from app.route_codec import encoder_for
 from pdroute_core.calibration import TERMS
 from pdroute_core.params import parse_params
+from pdroute_core.routing.objective import DEFAULT_OBJECTIVE
 from pdroute_core.routing.queue_aware import QueueAwareModel
 from pdroute_core.routing.types import RouteInputs
 from tests.app.conftest import LiveServer
@@ -47,7 +48,8 @@ def test_off_by_default_route_answers_are_byte_identical(
     make_server: Any, queue_aware_params_file: Path
 ) -> None:
     server = _server(make_server, queue_aware_params_file)
-    model = QueueAwareModel(parse_params(queue_aware_params_file.read_text()))
+    # The service decides for its objective (PDROUTE_OBJECTIVE, default goodput).
+    model = QueueAwareModel(parse_params(queue_aware_params_file.read_text()), objective=DEFAULT_OBJECTIVE)
     with server.client() as client:
         for load in (0, 8, 200):
             inputs = {**ROUTE, "system_load": load}

@@ -224,7 +224,9 @@ def _qa_breakdown() -> Any:
     from pdroute_core.routing import QueueAwareBreakdown
 
     names = breakdown_terms(QueueAwareBreakdown)
-    return QueueAwareBreakdown("collocated", "x", 0.0, 0.0, (), True, *[0.0] * len(names))
+    values: list[Any] = [0.0] * len(names)  # the terms under "breakdown", then the top-level ones
+    values += ["latency", 0.0, "admit"]  # objective, predicted_lateness_ms, admission
+    return QueueAwareBreakdown("collocated", "x", 0.0, 0.0, (), True, *values)
 
 
 class _FailingModel:

@@ -115,7 +115,7 @@ def test_a_learning_candidate_starts_fresh_in_every_run(
         str(profile),
         "conditional",
         base,
-        argparse.Namespace(ttft_slo_ms=1000.0, tpot_slo_ms=50.0, shed=False),
+        argparse.Namespace(ttft_slo_ms=1000.0, tpot_slo_ms=50.0, shed=False, objective="latency"),
     )
     rate, prediction = mean["loads"][0]["rate"], OutputPrediction("mean")
 

@@ -37,6 +37,11 @@ def test_local_tier_replays_the_file(service_id: str) -> None:
         assert (a.decision, a.reason) == (e["decision"], e["reason"]), v["id"]
         assert (a.t_collocated_ms, a.t_disaggregated_ms) == (e["t_collocated_ms"], e["t_disaggregated_ms"])
         assert a.meets_slo == e.get("meets_slo") and list(a.assumed) == e["assumed"]
+        assert (a.predicted_lateness_ms, a.admission, a.objective) == (
+            e.get("predicted_lateness_ms"),
+            e.get("admission"),
+            e.get("objective"),
+        ), v["id"]
         assert dict(a.breakdown) == e["breakdown"]
         assert b == a  # the batch path gives the same answers
 

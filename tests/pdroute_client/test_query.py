@@ -83,3 +83,19 @@ def test_the_defaults_are_applied_as_the_service_applies_them(
     query = RouteQuery.from_mapping(body)
     assert query.inputs(77, ttft, tpot) == route_inputs(req, RouteDefaults(77, ttft, tpot))
     assert RouteRequest.model_validate(query.body()) == req  # the body sent is the request meant
+
+
+def test_objective_is_checked_as_the_service_checks_it() -> None:
+    assert RouteQuery(prompt_len=10, system_load=0, objective="goodput").body()["objective"] == "goodput"
+    try:
+        RouteQuery(prompt_len=10, system_load=0, objective="fast")
+    except InvalidArgument as exc:
+        assert exc.field == "objective" and "latency, goodput" in exc.problem
+    else:
+        raise AssertionError("objective 'fast' was accepted")
+    try:
+        RouteRequest.model_validate({"prompt_len": 10, "system_load": 0, "objective": "fast"})
+    except ValidationError as exc:
+        assert exc.errors()[0]["loc"] == ("objective",)
+    else:
+        raise AssertionError("the service's schema accepted objective 'fast'")

@@ -270,3 +270,25 @@ def test_rules_never_shed(latency: StepLatency, busy_workload: Workload) -> None
     shed = simulate(latency, wl, PromptThreshold(800), fleet, shed=True)
     assert not shed.is_shed.any() and not shed.is_infeasible.any()
     assert np.array_equal(plain.finish_ms, shed.finish_ms)
+
+
+class AdvisesByLength:
+    """Infeasible past 1,200 tokens; advises ``defer`` up to 2,400 and ``shed`` beyond."""
+
+    name = "advises"
+
+    def decide(self, view: RouteView) -> PolicyAnswer:
+        if view.prompt_len <= 1200:
+            return PolicyAnswer(COLLOCATED, admission="admit")
+        advice = "defer" if view.prompt_len <= 2400 else "shed"
+        return PolicyAnswer(COLLOCATED, is_infeasible=True, admission=advice)
+
+
+def test_shedding_follows_the_answers_admission(latency: StepLatency, busy_workload: Workload) -> None:
+    wl = busy_workload.head(600)
+    shed = simulate(latency, wl, AdvisesByLength(), FLEETS[0], shed=True)
+    deferred, dropped = (wl.prompt_len > 1200) & (wl.prompt_len <= 2400), wl.prompt_len > 2400
+    assert deferred.any() and dropped.any()
+    # Only what the answer says to shed is dropped; a deferred request (infeasible) is served.
+    assert np.array_equal(shed.is_shed, dropped) and np.array_equal(shed.is_infeasible, wl.prompt_len > 1200)
+    assert np.all(shed.finish_count[~dropped] == 1)
