@@ -22,14 +22,15 @@ from pathlib import Path
 from typing import Any
 
 from app.commands.usage import UsageError
+
 from solver.plan import (
     THROUGHPUT_FITS,
     CurveSet,
+    FittedCurves,
     Plan,
     PlanGrid,
-    PlanModel,
-    build_model,
     curve_set_from_profile,
+    fit_curves,
     model_parameters,
     plan_to_dict,
     recommend,
@@ -90,13 +91,13 @@ def _check_machines(machines: int) -> None:
         raise UsageError(f"--machines: at most {MAX_CLI_MACHINES}, got {machines}")
 
 
-def _model(args: argparse.Namespace) -> tuple[CurveSet, PlanModel]:
+def _model(args: argparse.Namespace) -> tuple[CurveSet, FittedCurves]:
     if getattr(args, "profile", None) is not None:
         profile = resolve_profile(args.profile)
         curves = curve_set_from_profile(profile, args.prompt_len, args.output_len)
     else:
         curves = resolve_curve_set(args.curves)
-    return curves, build_model(curves, args.throughput_fit, args.memory_gb, args.weights_gb)
+    return curves, fit_curves(curves, args.throughput_fit, args.memory_gb, args.weights_gb)
 
 
 def _check_lengths(name: str, values: Sequence[int]) -> None:

@@ -16,12 +16,12 @@ from app.deps import GridLimitDep
 from app.schemas import ErrorResponse
 from app.schemas_plan import CurveSetSpec, PlanGridRequest, PlanGridResponse, PlanRequest, PlanResponse
 from solver.plan import (
-    PlanModel,
+    FittedCurves,
     ThroughputFitKind,
-    build_model,
-    builtin_model,
+    builtin_fit,
     curve_set_from_mapping,
     curve_set_from_profile,
+    fit_curves,
     grid_to_dict,
     load_builtin_profile,
     plan_to_dict,
@@ -35,10 +35,10 @@ router = APIRouter(tags=["plan"])
 
 def _model(
     spec: str | CurveSetSpec, fit: ThroughputFitKind, memory_gb: float | None, weights_gb: float | None
-) -> PlanModel:
+) -> FittedCurves:
     if isinstance(spec, str):
-        return with_machine(builtin_model(spec, fit), memory_gb, weights_gb)
-    return build_model(curve_set_from_mapping(spec.model_dump()), fit, memory_gb, weights_gb)
+        return with_machine(builtin_fit(spec, fit), memory_gb, weights_gb)
+    return fit_curves(curve_set_from_mapping(spec.model_dump()), fit, memory_gb, weights_gb)
 
 
 @router.post("/plan", response_model=PlanResponse)
@@ -48,7 +48,7 @@ def post_plan(body: PlanRequest) -> PlanResponse:
     assumptions: list[str] = []
     if body.profile is not None:
         curves = curve_set_from_profile(load_builtin_profile(body.profile), body.prompt_len, body.output_len)
-        model = build_model(curves, body.throughput_fit, body.memory_gb, body.weights_gb)
+        model = fit_curves(curves, body.throughput_fit, body.memory_gb, body.weights_gb)
         assumptions = list(curves.assumptions)
     elif body.curves is not None:
         model = _model(body.curves, body.throughput_fit, body.memory_gb, body.weights_gb)

@@ -1,9 +1,9 @@
-"""``PlanModel``: a curve set fitted for the planner (both phases' capacity and throughput, the
+"""``FittedCurves``: a curve set fitted for the planner (both phases' capacity and throughput, the
 machine's memory and weights), and the per-process cache of the built-in sets' fits.
 
-``build_model`` fits a ``CurveSet`` (``solver.plan.curves`` holds the fits themselves);
+``fit_curves`` fits a ``CurveSet`` (``solver.plan.curves`` holds the fits themselves);
 ``with_machine`` applies a memory or weights override to a fitted model without refitting;
-``builtin_model`` fits each shipped set once per process and fit kind.
+``builtin_fit`` fits each shipped set once per process and fit kind.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from solver.plan.curvesets import CurveSet, PhaseCurves, load_builtin_curve_set
 
 
 @dataclass(frozen=True)
-class PhaseModel:
+class PhaseFit:
     """One phase's fitted capacity (GB, weights included) and throughput (tokens/s)."""
 
     capacity: QuadraticFit
@@ -36,12 +36,12 @@ class PhaseModel:
 
 
 @dataclass(frozen=True)
-class PlanModel:
+class FittedCurves:
     """Both phases fitted, with the machine's memory and weights (GB) in force."""
 
     name: str
-    prefill: PhaseModel
-    decode: PhaseModel
+    prefill: PhaseFit
+    decode: PhaseFit
     memory_gb: float
     weights_gb: float
     throughput_fit: ThroughputFitKind
@@ -64,13 +64,13 @@ class PlanModel:
         }
 
 
-def _fit_phase(name: str, phase: PhaseCurves, kind: ThroughputFitKind) -> PhaseModel:
+def _fit_phase(name: str, phase: PhaseCurves, kind: ThroughputFitKind) -> PhaseFit:
     throughput: Throughput = (
         piecewise_from(phase.throughput)
         if kind == "piecewise"
         else fit_quadratic(phase.throughput, f"{name}.throughput")
     )
-    return PhaseModel(fit_quadratic(phase.capacity, f"{name}.capacity"), throughput, phase.domain_max())
+    return PhaseFit(fit_quadratic(phase.capacity, f"{name}.capacity"), throughput, phase.domain_max())
 
 
 def _check_machine(memory_gb: float, weights_gb: float) -> None:
@@ -82,13 +82,13 @@ def _check_machine(memory_gb: float, weights_gb: float) -> None:
 
 
 def with_machine(
-    model: PlanModel, memory_gb: float | None = None, weights_gb: float | None = None
-) -> PlanModel:
+    model: FittedCurves, memory_gb: float | None = None, weights_gb: float | None = None
+) -> FittedCurves:
     """``model`` on a machine with ``memory_gb``/``weights_gb`` (None keeps the model's figure).
 
     A weights change moves both capacity fits by (weights_gb - model.weights_gb): the curves'
     points include the weights, and only that part changes. Nothing is refitted, so a cached
-    model (``builtin_model``) serves every override.
+    model (``builtin_fit``) serves every override.
     """
     memory = model.memory_gb if memory_gb is None else memory_gb
     weights = model.weights_gb if weights_gb is None else weights_gb
@@ -105,12 +105,12 @@ def with_machine(
     )
 
 
-def build_model(
+def fit_curves(
     curves: CurveSet,
     throughput_fit: ThroughputFitKind = "piecewise",
     memory_gb: float | None = None,
     weights_gb: float | None = None,
-) -> PlanModel:
+) -> FittedCurves:
     """Fit ``curves``; ``memory_gb``/``weights_gb`` override the set's figures (``with_machine``)."""
     if throughput_fit not in THROUGHPUT_FITS:
         raise InvalidCurves(f"throughput_fit: must be one of {THROUGHPUT_FITS}, got {throughput_fit!r}")
@@ -119,7 +119,7 @@ def build_model(
         curves.memory_gb if memory_gb is None else memory_gb,
         curves.weights_gb if weights_gb is None else weights_gb,
     )
-    fitted = PlanModel(
+    fitted = FittedCurves(
         name=curves.name,
         prefill=_fit_phase("prefill", curves.prefill, throughput_fit),
         decode=_fit_phase("decode", curves.decode, throughput_fit),
@@ -131,11 +131,11 @@ def build_model(
 
 
 @functools.cache
-def builtin_model(name: str, throughput_fit: ThroughputFitKind = "piecewise") -> PlanModel:
+def builtin_fit(name: str, throughput_fit: ThroughputFitKind = "piecewise") -> FittedCurves:
     """The fitted model of the built-in curve set ``name``, read and fitted once per process.
 
     The cache holds only valid (name, fit kind) pairs, at most two per shipped set: an unknown
     name or fit kind raises ``InvalidCurves`` and is not cached. The result is frozen, so sharing
     it between requests and threads is safe.
     """
-    return build_model(load_builtin_curve_set(name), throughput_fit)
+    return fit_curves(load_builtin_curve_set(name), throughput_fit)
