@@ -82,7 +82,7 @@ class ServiceConfig:
     def settings(self) -> dict[str, Any]:
         """The service settings (``app.settings.Settings`` fields) of this configuration."""
         return {
-            "model": self.model,
+            "decision_model": self.model,
             "harm_weight": self.harm_weight,
             "slo_margin": self.slo_margin,
             "default_output_len": self.default_output_len,
@@ -93,7 +93,8 @@ class ServiceConfig:
 
     def reported(self) -> dict[str, Any]:
         """The settings as ``GET /params`` reports them (the output table as its pairs)."""
-        return {**self.settings(), "default_output_len_by_prompt": self.output_table.to_json()}
+        settings = {k: v for k, v in self.settings().items() if k != "decision_model"}
+        return {"model": self.model, **settings, "default_output_len_by_prompt": self.output_table.to_json()}
 
 
 CONFIGS = (

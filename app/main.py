@@ -101,7 +101,7 @@ def create_app(
         settings.resolved_params_path(),
         clock,
         settings.last_good_params_path,
-        model_name=settings.model,
+        model_name=settings.decision_model,
         harm_weight=settings.harm_weight,
         slo_margin=settings.slo_margin,
     )

@@ -1,7 +1,7 @@
 """``pdroute route``: one decision with its breakdown, computed locally from a params file.
 
 The arguments are checked with the API's own bounds (``app.schemas.RouteRequest``), the model
-is chosen as the service chooses it (``--model``, default auto), and ``--json`` prints the
+is chosen as the service chooses it (``--decision-model``, default auto), and ``--json`` prints the
 answer ``POST /route`` would give, plus the break-even load.
 """
 
@@ -12,10 +12,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
 from app.commands.usage import UsageError
 from app.route_codec import encoder_for
+from pydantic import ValidationError
+
 from app.routes.route import decide
 from app.schemas import RouteRequest
 from app.settings import embedded_params_path
@@ -49,7 +49,9 @@ def register(sub: Any) -> None:
         help_text = RouteRequest.model_fields[name].description
         state.add_argument(_flag(name), type=float if name in _FLOAT_INPUTS else int, help=help_text)
     p.add_argument(
-        "--model",
+        "--decision-model",
+        "--model",  # the option's first name, kept
+        dest="decision_model",
         default=AUTO,
         choices=(AUTO, *MODEL_NAMES),
         help="decision model (default auto: queue-aware when the params carry it, else design)",
@@ -106,7 +108,7 @@ def parse_request(args: argparse.Namespace) -> RouteRequest:
 def run(args: argparse.Namespace) -> int:
     req = parse_request(args)
     params = load_params(args.params or embedded_params_path())
-    model = build_model(args.model, params, harm_weight=args.harm_weight, slo_margin=args.slo_margin)
+    model = build_model(args.decision_model, params, harm_weight=args.harm_weight, slo_margin=args.slo_margin)
     _, b = decide(model, req, RouteDefaults(args.output_len, None, None))
     answer = encoder_for(type(b)).to_dict(b, model.name, params.params_id, None)
     del answer["request_id"]

@@ -30,9 +30,11 @@ def register(sub: Any) -> None:
     p.add_argument("--workers", type=int, help="worker processes (default 1)")
     p.add_argument("--log-level", help="uvicorn log level (default info)")
     p.add_argument(
-        "--model",
+        "--decision-model",
+        "--model",  # the option's first name, kept
+        dest="decision_model",
         choices=("auto", "design", "queue-aware"),
-        help="decision model (default auto: queue-aware when the params carry it; or PDROUTE_MODEL)",
+        help="decision model (default auto: queue-aware when the params carry it; or PDROUTE_DECISION_MODEL)",
     )
     p.set_defaults(func=run)
 
@@ -42,8 +44,8 @@ def run(args: argparse.Namespace) -> int:
     # which replaces this) it must not kill the process with the default action.
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     import uvicorn
-
     from app.http_protocol import HTTP_PROTOCOL, MAX_HEAD_BYTES
+
     from pdroute_core.routing import build_model
     from solver.params import load_params
 
@@ -53,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
         "params_path": args.params,
         "workers": args.workers,
         "log_level": args.log_level,
-        "model": args.model,
+        "decision_model": args.decision_model,
     }
     try:
         settings = Settings(**{k: v for k, v in overrides.items() if v is not None})
@@ -63,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
     # traceback from inside the server's startup.
     params = load_params(settings.resolved_params_path())
     model = build_model(  # forms present?
-        settings.model, params, harm_weight=settings.harm_weight, slo_margin=settings.slo_margin
+        settings.decision_model, params, harm_weight=settings.harm_weight, slo_margin=settings.slo_margin
     )
     if settings.engines_file is not None:  # the engines file too (InvalidEngines: one line)
         from app.engines.config import load_fleet
@@ -71,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
         load_fleet(settings.engines_file)
     # Worker processes build their own app from the environment, so pass the choices there.
     os.environ["PDROUTE_PARAMS_PATH"] = str(settings.resolved_params_path())
-    for key in ("host", "port", "workers", "log_level", "model"):
+    for key in ("host", "port", "workers", "log_level", "decision_model"):
         os.environ[f"PDROUTE_{key.upper()}"] = str(getattr(settings, key))
     if settings.workers > 1 and settings.last_good_params_path is None:
         # uvicorn restarts every worker on SIGHUP; a worker that then finds a bad file starts

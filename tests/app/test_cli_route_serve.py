@@ -84,7 +84,7 @@ def test_route_takes_the_optional_inputs_and_the_model(
     assert out["model"] == "queue-aware" and out["decision"] == b.decision and out["reason"] == b.reason
     assert out["breakdown"]["prefill_wait_ms"] == b.prefill_wait_ms
     assert out["assumed"] == list(b.assumed) and "prefill_queue_requests" not in out["assumed"]
-    assert main([*base, "--params", str(queue_aware_params_file), "--model", "design"]) == 0
+    assert main([*base, "--params", str(queue_aware_params_file), "--decision-model", "design"]) == 0
     table = capsys.readouterr().out
     assert "design" in table and "interference_ms" in table
 

@@ -14,9 +14,9 @@ from typing import Any
 
 import httpx
 import pytest
+from app.route_codec import breakdown_terms
 
 import app.params_store
-from app.route_codec import breakdown_terms
 from pdroute_core.errors import InvalidParams
 from pdroute_core.routing import OPTIONAL_INPUTS, QueueAwareModel, RouteInputs, build_model
 from pdroute_core.routing.queue_aware import DEFAULT_HARM_WEIGHT
@@ -96,7 +96,7 @@ def test_batch_with_the_new_inputs_equals_single_routes(qa_server: LiveServer) -
 def test_the_model_setting_chooses_and_every_answer_names_it(
     make_server: Callable[..., LiveServer], queue_aware_params_file: Path
 ) -> None:
-    server = make_server(params_path=queue_aware_params_file, watch_params=False, model="design")
+    server = make_server(params_path=queue_aware_params_file, watch_params=False, decision_model="design")
     with server.client() as client:
         answer = client.post("/route", json={"prompt_len": 1024, "system_load": 8, **FULL_STATE}).json()
         params = client.get("/params").json()
@@ -124,10 +124,10 @@ def test_params_without_the_chosen_models_forms_are_refused_at_start_and_on_relo
 ) -> None:
     v1 = write_params(tmp_path / "v1.json")
     with pytest.raises(InvalidParams, match=r"v1\.json: model queue-aware: these params have no queue_aware"):
-        make_server(params_path=v1, watch_params=False, model="queue-aware")
+        make_server(params_path=v1, watch_params=False, decision_model="queue-aware")
     path = tmp_path / "params.json"
     path.write_bytes(queue_aware_params_file.read_bytes())
-    server = make_server(params_path=path, watch_params=False, model="queue-aware", admin_token="t")
+    server = make_server(params_path=path, watch_params=False, decision_model="queue-aware", admin_token="t")
     path.write_bytes(v1.read_bytes())
     with server.client() as client:
         refused = client.post("/admin/reload", headers={"Authorization": "Bearer t"})
