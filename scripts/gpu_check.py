@@ -1,6 +1,6 @@
-"""The GPU check of the profiling job: full default grid on qwen3-8b (random weights), fit, plots.
+"""The profiling job's acceptance check on a GPU: full default grid on qwen3-8b (random weights), fit, plots.
 
-    python -m bench.gpu_check [--out gpu_check_out] [--model qwen3-8b] [--quick] [--device cuda]
+    python -m scripts.gpu_check [--out gpu_check_out] [--model qwen3-8b] [--quick] [--device cuda]
 
 Run from the repository root with a Python that has a CUDA build of torch plus numpy,
 matplotlib and tqdm (pdroute itself is imported from the working tree; the routing service's
@@ -75,7 +75,7 @@ def run_subprocess(argv: Sequence[str]) -> int:
         **os.environ,
         "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
     }
-    code = "import sys; from bench.gpu_check import stage_main; sys.exit(stage_main(sys.argv[1:]))"
+    code = "import sys; from scripts.gpu_check import stage_main; sys.exit(stage_main(sys.argv[1:]))"
     return subprocess.run([sys.executable, "-c", code, *argv], cwd=REPO, env=env, check=False).returncode
 
 
@@ -161,7 +161,7 @@ def format_summary(params: dict[str, Any], report: dict[str, Any]) -> list[str]:
 def main(
     argv: Sequence[str] | None = None, run_stage: Callable[[Sequence[str]], int] = run_subprocess
 ) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.gpu_check", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m scripts.gpu_check", description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("gpu_check_out"), help="output directory")
     parser.add_argument("--model", default="qwen3-8b")
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda")

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from app.cli import main as pdroute
-from bench import gpu_check
+from scripts import gpu_check
 from profiling.models import PRESETS
 from solver.profile_io import save_profile_json
 from solver.profile_result import ProfileResult
@@ -31,7 +31,7 @@ class NotInstalled:
         return None
 
 sys.meta_path.insert(0, NotInstalled())
-from bench.gpu_check import stage_main
+from scripts.gpu_check import stage_main
 sys.exit(stage_main(sys.argv[1:]))
 """
 
@@ -52,7 +52,7 @@ def test_stages_need_no_web_stack(tmp_path: Path, control: bool) -> None:
     params = tmp_path / "params.json"
     script = WITHOUT_WEB_STACK
     if control:  # the blocker works: pydantic cannot be imported
-        script = script.replace("from bench.gpu_check import stage_main", "import pydantic")
+        script = script.replace("from scripts.gpu_check import stage_main", "import pydantic")
     argv = [sys.executable, "-c", script, "fit", str(profile), "-o", str(params)]
     done = subprocess.run(argv, cwd=gpu_check.REPO, capture_output=True, text=True, check=False)
     if control:
