@@ -23,18 +23,18 @@ from prometheus_client import (
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from app.calibration_state import calibration_from_settings
 from app.engines.request_fill import RequestFiller
 from app.engines.scraper import build_scraper
-from app.errors import install_error_handlers
 from app.grid_limit import GridLimit
-from app.metrics import Metrics
-from app.middleware import BodyEndpoint, RequestEnvelope
-from app.output_learning_state import output_learning_from_settings
+from app.http.envelope import BodyEndpoint, RequestEnvelope
+from app.http.errors import install_error_handlers
+from app.learners.calibration import calibration_from_settings
+from app.learners.output_length import output_learning_from_settings
+from app.metrics.service import Metrics
 from app.params_store import ParamsStore
 from app.reload import install_sighup, remove_sighup, watch_params_file
 from app.routes import admin, feedback, health, params, plan, route
-from app.schemas import ErrorResponse
+from app.schemas.route import ErrorResponse
 from app.settings import Settings
 
 log = logging.getLogger("pdroute")

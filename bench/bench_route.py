@@ -32,9 +32,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from app.http_protocol import HTTP_PROTOCOL, MAX_HEAD_BYTES
 from starlette.types import ASGIApp
 
+from app.http.protocol import HTTP_PROTOCOL, MAX_HEAD_BYTES
 from app.settings import embedded_params_path
 from pdroute_core.routing import RouteColumns, build_model
 from solver.params import load_params
@@ -270,9 +270,7 @@ def inprocess_app_bench(model_name: str, params: str, body: dict[str, object]) -
     from bench.bare_app import app as bare
 
     raw = json.dumps(body).encode()
-    settings = Settings.model_validate(
-        {"params_path": params, "decision_model": model_name, "watch_params": False}
-    )
+    settings = Settings.model_validate({"params_path": params, "decision_model": model_name, "watch_params": False})
     pdroute = asgi_us(create_app(settings, registry=CollectorRegistry()), raw)
     base = asgi_us(bare, raw)
     print(

@@ -29,7 +29,7 @@ from pdroute_core.params import CostModelParams, params_from_dict
 from pdroute_core.routing import DecisionModel, RouteColumns, RouteInputs, build_model, term_names
 from pdroute_core.routing.queue_aware import QueueAwareModel
 
-_TOP_LEVEL_TERMS = ("meets_slo",)  # as app.route_codec: shown beside the decision
+_TOP_LEVEL_TERMS = ("meets_slo",)  # as app.http.route_codec: shown beside the decision
 
 
 def _number(body: Mapping[str, Any], name: str) -> float:
@@ -142,7 +142,7 @@ class ServedParams:
         corrections = corrections_of(body)
         learning = output_learning_of(body)
         if corrections is not None and isinstance(model, QueueAwareModel):
-            model = calibrated_model(model, corrections)  # as the service decides (app.calibration_state)
+            model = calibrated_model(model, corrections)  # as the service decides (app.learners.calibration)
         return cls(
             params=params,
             params_id=params.params_id,

@@ -58,12 +58,12 @@ def plan_stages(out_dir: Path, *, model: str, device: str, quick: bool) -> list[
 
 # The subcommands the check runs. Registering only these keeps the service's modules (and so
 # fastapi and pydantic) out of the child process: a GPU image often has torch but no web stack.
-STAGE_COMMANDS = ("app.commands.profile", "app.commands.fit", "app.commands.plot")
+STAGE_COMMANDS = ("app.cli.commands.profile", "app.cli.commands.fit", "app.cli.commands.plot")
 
 
 def stage_main(argv: Sequence[str]) -> int:
     """``pdroute ARGV`` (same parsing, same one-line errors) with only ``STAGE_COMMANDS``."""
-    from app import cli
+    import app.cli.main as cli
 
     cli.COMMAND_MODULES = STAGE_COMMANDS  # only the stages, whose modules need no fastapi
     return cli.main(argv)

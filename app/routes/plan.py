@@ -4,7 +4,7 @@ The handlers are plain ``def``: FastAPI runs them in its threadpool, so a grid s
 second or two) never blocks the event loop serving ``/route``. Built-in curve sets and shipped
 profiles are chosen by name only (read, and the sets fitted, once per process); a file path is
 never read on a client's behalf. Domain errors (``InfeasiblePlan``, ``InvalidCurves``,
-``InvalidProfile``) are answered 422 by ``app.errors``; more than ``PDROUTE_MAX_CONCURRENT_GRIDS``
+``InvalidProfile``) are answered 422 by ``app.http.errors``; more than ``PDROUTE_MAX_CONCURRENT_GRIDS``
 grids at once, 429.
 """
 
@@ -13,8 +13,8 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from app.deps import GridLimitDep
-from app.schemas import ErrorResponse
-from app.schemas_plan import CurveSetSpec, PlanGridRequest, PlanGridResponse, PlanRequest, PlanResponse
+from app.schemas.plan import CurveSetSpec, PlanGridRequest, PlanGridResponse, PlanRequest, PlanResponse
+from app.schemas.route import ErrorResponse
 from solver.plan import (
     FittedCurves,
     ThroughputFitKind,

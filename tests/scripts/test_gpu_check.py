@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from app.cli import main as pdroute
-from scripts import gpu_check
+from app.cli.main import main as pdroute
 from profiling.models import PRESETS
+from scripts import gpu_check
 from solver.profile_io import save_profile_json
 from solver.profile_result import ProfileResult
 from tests.solver.synthetic_profiles import synthetic_profile
