@@ -270,7 +270,9 @@ def inprocess_app_bench(model_name: str, params: str, body: dict[str, object]) -
     from bench.bare_app import app as bare
 
     raw = json.dumps(body).encode()
-    settings = Settings.model_validate({"params_path": params, "decision_model": model_name, "watch_params": False})
+    settings = Settings.model_validate(
+        {"params_path": params, "decision_model": model_name, "watch_params": False}
+    )
     pdroute = asgi_us(create_app(settings, registry=CollectorRegistry()), raw)
     base = asgi_us(bare, raw)
     print(
