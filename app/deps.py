@@ -11,7 +11,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 
 from app.grid_limit import GridLimit
-from app.metrics import Metrics
+from app.metrics.service import Metrics
 from app.params_store import ParamsStore
 from app.settings import Settings
 

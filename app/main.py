@@ -23,18 +23,18 @@ from prometheus_client import (
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from app.calibration_state import calibration_from_settings
 from app.engines.request_fill import RequestFiller
 from app.engines.scraper import build_scraper
-from app.errors import install_error_handlers
 from app.grid_limit import GridLimit
-from app.metrics import Metrics
-from app.middleware import BodyEndpoint, RequestEnvelope
-from app.output_learning_state import output_learning_from_settings
+from app.http.envelope import BodyEndpoint, RequestEnvelope
+from app.http.errors import install_error_handlers
+from app.learners.calibration import calibration_from_settings
+from app.learners.output_length import output_learning_from_settings
+from app.metrics.service import Metrics
 from app.params_store import ParamsStore
 from app.reload import install_sighup, remove_sighup, watch_params_file
 from app.routes import admin, feedback, health, params, plan, route
-from app.schemas import ErrorResponse
+from app.schemas.route import ErrorResponse
 from app.settings import Settings
 
 log = logging.getLogger("pdroute")
@@ -43,7 +43,7 @@ log = logging.getLogger("pdroute")
 class PdrouteApp(FastAPI):
     """FastAPI behind the service's one middleware, which also answers the ``/route`` endpoints.
 
-    Every request goes through ``stack``: ``app.middleware.RequestEnvelope`` (body size, the
+    Every request goes through ``stack``: ``app.http.envelope.RequestEnvelope`` (body size, the
     JSON 500, metrics) around FastAPI. ``POST /route`` and ``POST /route/batch`` are answered by
     the envelope itself from their body endpoints (FastAPI's router and dependency solving cost
     more than the decision). The paths are in FastAPI's router too, so other methods answer
@@ -101,7 +101,7 @@ def create_app(
         settings.resolved_params_path(),
         clock,
         settings.last_good_params_path,
-        model_name=settings.model,
+        model_name=settings.decision_model,
         harm_weight=settings.harm_weight,
         slo_margin=settings.slo_margin,
         objective=settings.objective,

@@ -14,7 +14,7 @@ import signal
 from collections.abc import Callable
 from typing import Any, Literal
 
-from app.metrics import Metrics
+from app.metrics.service import Metrics
 from app.params_store import LoadedParams, ParamsStore
 from pdroute_core.errors import InvalidParams
 

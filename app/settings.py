@@ -6,7 +6,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, SecretStr, ValidationError, ValidationInfo, field_validator
+from pydantic import AliasChoices, Field, SecretStr, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from pdroute_core.errors import PdrouteError
@@ -39,7 +39,12 @@ class InvalidSettings(PdrouteError):
     def of(cls, exc: ValidationError) -> InvalidSettings:
         """The first error of ``Settings``' validation, as ``PDROUTE_<NAME>: why``."""
         e = exc.errors(include_url=False)[0]
-        name = "PDROUTE_" + "_".join(str(part) for part in e["loc"]).upper()
+        name = "_".join(str(part) for part in e["loc"]).upper()
+        name = name if name.startswith("PDROUTE_") else "PDROUTE_" + name  # an alias is named in full
+        for field in Settings.model_fields.values():  # a variable with other names: say them all
+            alias = field.validation_alias
+            if isinstance(alias, AliasChoices) and alias.choices[0] == name:
+                name += " (or " + ", ".join(str(choice) for choice in alias.choices[1:]) + ")"
         why = e["msg"].removeprefix("Value error, ")
         if why.startswith(name + ": "):  # the validator's own line names the bad item
             return cls(why)
@@ -49,7 +54,9 @@ class InvalidSettings(PdrouteError):
 class Settings(BaseSettings):
     """Everything an operator can set; each field is also ``PDROUTE_<NAME>`` in the environment."""
 
-    model_config = SettingsConfigDict(env_prefix="PDROUTE_", extra="ignore")
+    # populate_by_name: a field with other environment names (``decision_model``) is still
+    # passed by its own name in code (``Settings(decision_model="design")``).
+    model_config = SettingsConfigDict(env_prefix="PDROUTE_", extra="ignore", populate_by_name=True)
 
     params_path: Path | None = Field(
         default=None, description="params.json to serve; the embedded default when unset"
@@ -76,8 +83,10 @@ class Settings(BaseSettings):
         default=None,
         description="where workers keep a copy of the last valid params (set by pdroute serve --workers N)",
     )
-    model: Literal["auto", "design", "queue-aware"] = Field(
+    decision_model: Literal["auto", "design", "queue-aware"] = Field(
         default="auto",
+        # PDROUTE_MODEL, the variable's first name, is still read; PDROUTE_DECISION_MODEL wins.
+        validation_alias=AliasChoices("PDROUTE_DECISION_MODEL", "PDROUTE_MODEL"),
         description="decision model serving /route: auto is queue-aware when the params carry its "
         "forms (schema_version 2), else design; params lacking the chosen model's forms are refused",
     )

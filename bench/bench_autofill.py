@@ -105,7 +105,11 @@ def autofill_bench(params: str, connections: int, seconds: float, rounds: int, n
             "prefill": [{"id": f"p{i}", "url": s.url, "kind": "sglang"} for i, s in enumerate(stubs[1:])],
         }
     }
-    env = {"PDROUTE_PARAMS_PATH": params, "PDROUTE_WATCH_PARAMS": "false", "PDROUTE_MODEL": "queue-aware"}
+    env = {
+        "PDROUTE_PARAMS_PATH": params,
+        "PDROUTE_WATCH_PARAMS": "false",
+        "PDROUTE_DECISION_MODEL": "queue-aware",
+    }
     results: dict[str, list[tuple[WrkResult, WrkResult]]] = {"bare": [], "no-fill": [], "autofill": []}
     with tempfile.TemporaryDirectory() as tmp:
         engines_file = Path(tmp) / "engines.json"

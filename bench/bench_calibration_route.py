@@ -40,8 +40,8 @@ def endpoint(enabled: bool) -> RouteEndpoint:
         cal = app.state.calibration
         store = app.state.store
         cal.model_for(store.current.params_id, store.current.model)
-        from app.calibration_state import Observed
-        from app.schemas import RouteRequest
+        from app.learners.calibration import Observed
+        from app.schemas.route import RouteRequest
         from pdroute_core.request_defaults import route_inputs
 
         inputs = route_inputs(RouteRequest.model_validate(BODY), settings.route_defaults())

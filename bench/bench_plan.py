@@ -11,7 +11,7 @@ measured in the same run, each printed as a ratio beside the absolute figure:
 * for the grid, also ``solve_plan`` called once per cell (what the grid did before it computed
   each prompt length's limits and peaks once per row); both grids are checked equal;
 * for a request naming a built-in set, reading and fitting the set (what every ``/plan``
-  request did before ``builtin_model`` cached it) against the cached lookup.
+  request did before ``builtin_fit`` cached it) against the cached lookup.
 
 Also prints the 32 x 32 grid at X = 1000, the largest request ``POST /plan/grid`` accepts.
 """
@@ -30,12 +30,12 @@ import numpy as np
 
 from solver.errors import InfeasiblePlan
 from solver.plan import (
+    FittedCurves,
     PlanGrid,
-    PlanModel,
     Throughput,
-    build_model,
     builtin_curve_set_names,
-    builtin_model,
+    builtin_fit,
+    fit_curves,
     load_curve_set,
     phase_limits,
     resolve_curve_set,
@@ -53,7 +53,7 @@ def _scalar(curve: Throughput, batch: float) -> float:
     return float(throughput_at(curve, batch))
 
 
-def solve_plan_loop(model: PlanModel, machines: int, prompt_len: int, output_len: int) -> float:
+def solve_plan_loop(model: FittedCurves, machines: int, prompt_len: int, output_len: int) -> float:
     """The per-x scalar loop: baseline, then for every x the CUF rate, both TUF residuals and the
     reference rate. Returns the best CUF rate (for the cross-check)."""
     limits = phase_limits(model, prompt_len)
@@ -92,7 +92,7 @@ def _median_s(
     return statistics.median(times)
 
 
-def _grid_loop(model: PlanModel, machines: int) -> None:
+def _grid_loop(model: FittedCurves, machines: int) -> None:
     for prompt_len in GRID_LENS:
         for output_len in GRID_LENS:
             try:
@@ -101,7 +101,7 @@ def _grid_loop(model: PlanModel, machines: int) -> None:
                 continue
 
 
-def _grid_per_cell(model: PlanModel, machines: int) -> list[list[float | None]]:
+def _grid_per_cell(model: FittedCurves, machines: int) -> list[list[float | None]]:
     """``solve_plan`` for every cell on its own: the grid before per-row reuse. Speedups per cell."""
     rows: list[list[float | None]] = []
     for prompt_len in GRID_LENS:
@@ -128,8 +128,8 @@ def _model_lines(name: str, repeats: int) -> str:
     if name not in builtin_curve_set_names():
         return f"{name} is not a built-in set: no cached fit to compare"
     path = resources.files("solver") / "data" / "curves" / f"{name}.json"
-    fit_s = _median_s(lambda: build_model(load_curve_set(str(path))), repeats)
-    cached_s = _median_s(lambda: builtin_model(name), repeats)
+    fit_s = _median_s(lambda: fit_curves(load_curve_set(str(path))), repeats)
+    cached_s = _median_s(lambda: builtin_fit(name), repeats)
     return (
         f"built-in model per request: read + fit {fit_s * 1e3:.3f} ms; cached {cached_s * 1e6:.2f} us; "
         f"read+fit/cached {fit_s / cached_s:.0f}x"
@@ -141,7 +141,7 @@ def main() -> None:
     parser.add_argument("--curves", default="bloom-176b-8xh100")
     parser.add_argument("--repeats", type=int, default=30)
     args = parser.parse_args()
-    model = build_model(resolve_curve_set(args.curves))
+    model = fit_curves(resolve_curve_set(args.curves))
     machines, prompt_len, output_len = 1000, 1024, 256
 
     vec = solve_plan(model, machines, prompt_len, output_len)

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 from starlette.types import ASGIApp
 
-from app.http_protocol import HTTP_PROTOCOL, MAX_HEAD_BYTES
+from app.http.protocol import HTTP_PROTOCOL, MAX_HEAD_BYTES
 from app.settings import embedded_params_path
 from pdroute_core.routing import RouteColumns, build_model
 from solver.params import load_params
@@ -167,7 +167,7 @@ def http_bench(
 ) -> bool:
     """Print one model's figures; True when its bars are met."""
     raw = json.dumps(body).encode()
-    env = {"PDROUTE_PARAMS_PATH": params, "PDROUTE_WATCH_PARAMS": "false", "PDROUTE_MODEL": model}
+    env = {"PDROUTE_PARAMS_PATH": params, "PDROUTE_WATCH_PARAMS": "false", "PDROUTE_DECISION_MODEL": model}
     with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as f:
         f.write(f'wrk.method = "POST"\nwrk.body = {json.dumps(raw.decode())}\n')
         f.write('wrk.headers["Content-Type"] = "application/json"\n')
@@ -270,7 +270,9 @@ def inprocess_app_bench(model_name: str, params: str, body: dict[str, object]) -
     from bench.bare_app import app as bare
 
     raw = json.dumps(body).encode()
-    settings = Settings.model_validate({"params_path": params, "model": model_name, "watch_params": False})
+    settings = Settings.model_validate(
+        {"params_path": params, "decision_model": model_name, "watch_params": False}
+    )
     pdroute = asgi_us(create_app(settings, registry=CollectorRegistry()), raw)
     base = asgi_us(bare, raw)
     print(

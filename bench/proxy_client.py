@@ -84,7 +84,10 @@ class ProxyProcess:
         }
         self.log = log_path.open("w")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "app.cli", "proxy"], env=full, stdout=self.log, stderr=subprocess.STDOUT
+            [sys.executable, "-m", "app", "proxy"],
+            env=full,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
         )
         self.url = f"http://127.0.0.1:{self.port}"
         deadline = time.monotonic() + 60

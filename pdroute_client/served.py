@@ -35,7 +35,7 @@ _TOP_LEVEL_TERMS = (
     "predicted_lateness_ms",
     "admission",
     "objective",
-)  # as app.route_codec: shown beside the decision
+)  # as app.http.route_codec: shown beside the decision
 
 
 def _number(body: Mapping[str, Any], name: str) -> float:
@@ -157,7 +157,7 @@ class ServedParams:
         corrections = corrections_of(body)
         learning = output_learning_of(body)
         if corrections is not None and isinstance(model, QueueAwareModel):
-            model = calibrated_model(model, corrections)  # as the service decides (app.calibration_state)
+            model = calibrated_model(model, corrections)  # as the service decides (app.learners.calibration)
         return cls(
             params=params,
             params_id=params.params_id,

@@ -1,4 +1,7 @@
-"""The errors of the pure model core; ``solver.errors`` extends them and ``app.errors`` maps them to HTTP."""
+"""The errors of the pure model core.
+
+``solver.errors`` extends them and ``app.http.errors`` maps them to HTTP.
+"""
 
 
 class PdrouteError(Exception):

@@ -19,10 +19,10 @@ import httpx
 from fastapi import FastAPI, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, disable_created_metrics, generate_latest
 
-from app.calibration_state import calibration_from_settings
 from app.engines.scraper import EngineScraper, build_scraper
-from app.metrics import Metrics
-from app.output_learning_state import output_learning_from_settings
+from app.learners.calibration import calibration_from_settings
+from app.learners.output_length import output_learning_from_settings
+from app.metrics.service import Metrics
 from app.params_store import ParamsStore
 from app.reload import watch_params_file
 from pdroute_core.errors import PdrouteError
@@ -57,7 +57,7 @@ def create_proxy_app(
     store = ParamsStore(
         settings.resolved_params_path(),
         clock,
-        model_name=settings.model,
+        model_name=settings.decision_model,
         harm_weight=settings.harm_weight,
         slo_margin=settings.slo_margin,
     )

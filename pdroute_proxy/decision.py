@@ -23,10 +23,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from app.calibration_state import CalibrationState
 from app.engines.autofill import Targets, cached_fill
 from app.engines.request_fill import CAPS, SnapshotSource
-from app.output_learning_state import OutputLearningState
+from app.learners.calibration import CalibrationState
+from app.learners.output_length import OutputLearningState
 from app.params_store import ParamsStore
 from pdroute_core.routing import COLLOCATED, DISAGGREGATED, Decision, RouteInputs
 from pdroute_proxy.ledger import Ledger

@@ -3,7 +3,7 @@
 TTFT is the request's arrival to its first token sent, TPOT the mean gap between its later
 tokens, e2e arrival to last token (ms for the learners, seconds for the histograms). A request
 served as decided (no fallback) and finished feeds calibration (the queue-aware model's terms,
-``app.calibration_state``) and output-length learning (``app.output_learning_state``), as
+``app.learners.calibration``) and output-length learning (``app.learners.output_length``), as
 ``POST /feedback`` does for the service; one that fell back, failed or was cancelled does not:
 its latency says nothing about the path the model predicted.
 """
@@ -16,8 +16,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from app.calibration_state import CalibrationState, Observed
-from app.output_learning_state import OutputLearningState
+from app.learners.calibration import CalibrationState, Observed
+from app.learners.output_length import OutputLearningState
 from pdroute_proxy.errors import NoEngine, ProxyError
 from pdroute_proxy.metrics import ProxyMetrics
 from pdroute_proxy.relay import Job, Served

@@ -9,7 +9,7 @@ import orjson
 from fastapi import FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
 
-from app.errors import describe_validation_errors
+from app.http.errors import describe_validation_errors
 from pdroute_proxy.errors import BadRequest, NoEngine, UpstreamRejected
 
 

@@ -5,7 +5,7 @@
 #   scripts/make-conformance.sh OUT.json     # elsewhere
 #
 # The file is the same byte for byte on every run (no clock, no randomness);
-# tests/app/test_conformance.py fails when the shipped file is not current.
+# tests/app/cli/test_conformance.py fails when the shipped file is not current.
 # PDROUTE overrides the command (default: .venv/bin/pdroute, else pdroute on PATH).
 set -euo pipefail
 cd "$(dirname "$0")/.."

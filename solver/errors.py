@@ -1,4 +1,4 @@
-"""The small vocabulary of domain errors the core raises; ``app.errors`` maps them to HTTP.
+"""The small vocabulary of domain errors the core raises; ``app.http.errors`` maps them to HTTP.
 
 Their base ``PdrouteError`` and ``InvalidParams`` belong to the model core: import them from
 ``pdroute_core.errors``, where they are defined (every error is imported from its own module).

@@ -23,7 +23,7 @@ from app.engines.autofill import (
     cached_fill,
     target_errors,
 )
-from app.schemas import RouteRequest
+from app.schemas.route import RouteRequest
 from pdroute_core.bounds import MAX_GPUS, MAX_LOAD, MAX_TOKENS, MAX_TOKENS_PER_S
 from pdroute_core.routing.types import OPTIONAL_RATE_INPUTS
 

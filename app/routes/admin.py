@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Header, HTTPException
 
-from app.bearer import require_bearer
 from app.deps import ClockDep, MetricsDep, SettingsDep, StoreDep
+from app.http.bearer import require_bearer
 from app.reload import reload_params
-from app.schemas import ReloadResponse
+from app.schemas.route import ReloadResponse
 
 router = APIRouter(tags=["admin"])
 
@@ -28,7 +28,7 @@ def admin_reload(
         raise HTTPException(403, "admin API disabled: set PDROUTE_ADMIN_TOKEN to enable /admin/reload")
     require_bearer(settings.admin_token, authorization)
     previous = store.current.params_id
-    loaded = reload_params(store, metrics, clock, "admin")  # InvalidParams -> 422 (app.errors)
+    loaded = reload_params(store, metrics, clock, "admin")  # InvalidParams -> 422 (app.http.errors)
     return ReloadResponse(
         status="reloaded" if loaded.params_id != previous else "unchanged",
         params_id=loaded.params_id,

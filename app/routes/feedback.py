@@ -4,7 +4,7 @@ Off (409) unless ``PDROUTE_CALIBRATION_ENABLED``. When ``PDROUTE_ADMIN_TOKEN`` i
 ``Authorization: Bearer <token>`` is required (401 otherwise), as for ``/admin/reload``.
 Items name a recent ``/route`` answer by ``request_id`` or carry its ``inputs`` and ``path``.
 With ``PDROUTE_OUTPUT_LEN_LEARNING=correct``, an item's ``output_tokens`` also teaches the
-output-length correction (``app.output_learning_state``), and an item's ``inputs`` are corrected
+output-length correction (``app.learners.output_length``), and an item's ``inputs`` are corrected
 as ``/route`` corrects them before the calibration replays the decision.
 An unknown (or evicted) request id is counted and reported in ``unknown_ids`` of a 202 answer:
 the sender cannot fix it by retrying, and nothing else of the batch is lost.
@@ -17,14 +17,14 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Header, HTTPException, Request
 
-from app.bearer import require_bearer
-from app.calibration_state import CalibrationState, Observed
 from app.deps import MetricsDep, SettingsDep, StoreDep
-from app.metrics import Metrics
-from app.output_learning_state import OutputLearningState
+from app.http.bearer import require_bearer
+from app.learners.calibration import CalibrationState, Observed
+from app.learners.output_length import OutputLearningState
+from app.metrics.service import Metrics
 from app.params_store import ParamsStore
 from app.routes.route import corrected_inputs
-from app.schemas_feedback import FeedbackBatch, FeedbackItem, FeedbackResponse
+from app.schemas.feedback import FeedbackBatch, FeedbackItem, FeedbackResponse
 from app.settings import Settings
 from pdroute_core.request_defaults import route_inputs
 

@@ -17,8 +17,8 @@ from datetime import UTC, datetime
 from fastapi import APIRouter, Header, Request, Response
 
 from app.deps import SettingsDep, StoreDep
-from app.output_learning_state import OFF_SUMMARY
-from app.schemas import ParamsResponse
+from app.learners.output_length import OFF_SUMMARY
+from app.schemas.route import ParamsResponse
 
 router = APIRouter(tags=["params"])
 

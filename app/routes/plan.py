@@ -4,7 +4,7 @@ The handlers are plain ``def``: FastAPI runs them in its threadpool, so a grid s
 second or two) never blocks the event loop serving ``/route``. Built-in curve sets and shipped
 profiles are chosen by name only (read, and the sets fitted, once per process); a file path is
 never read on a client's behalf. Domain errors (``InfeasiblePlan``, ``InvalidCurves``,
-``InvalidProfile``) are answered 422 by ``app.errors``; more than ``PDROUTE_MAX_CONCURRENT_GRIDS``
+``InvalidProfile``) are answered 422 by ``app.http.errors``; more than ``PDROUTE_MAX_CONCURRENT_GRIDS``
 grids at once, 429.
 """
 
@@ -13,15 +13,15 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from app.deps import GridLimitDep
-from app.schemas import ErrorResponse
-from app.schemas_plan import CurveSetSpec, PlanGridRequest, PlanGridResponse, PlanRequest, PlanResponse
+from app.schemas.plan import CurveSetSpec, PlanGridRequest, PlanGridResponse, PlanRequest, PlanResponse
+from app.schemas.route import ErrorResponse
 from solver.plan import (
-    PlanModel,
+    FittedCurves,
     ThroughputFitKind,
-    build_model,
-    builtin_model,
+    builtin_fit,
     curve_set_from_mapping,
     curve_set_from_profile,
+    fit_curves,
     grid_to_dict,
     load_builtin_profile,
     plan_to_dict,
@@ -35,10 +35,10 @@ router = APIRouter(tags=["plan"])
 
 def _model(
     spec: str | CurveSetSpec, fit: ThroughputFitKind, memory_gb: float | None, weights_gb: float | None
-) -> PlanModel:
+) -> FittedCurves:
     if isinstance(spec, str):
-        return with_machine(builtin_model(spec, fit), memory_gb, weights_gb)
-    return build_model(curve_set_from_mapping(spec.model_dump()), fit, memory_gb, weights_gb)
+        return with_machine(builtin_fit(spec, fit), memory_gb, weights_gb)
+    return fit_curves(curve_set_from_mapping(spec.model_dump()), fit, memory_gb, weights_gb)
 
 
 @router.post("/plan", response_model=PlanResponse)
@@ -48,7 +48,7 @@ def post_plan(body: PlanRequest) -> PlanResponse:
     assumptions: list[str] = []
     if body.profile is not None:
         curves = curve_set_from_profile(load_builtin_profile(body.profile), body.prompt_len, body.output_len)
-        model = build_model(curves, body.throughput_fit, body.memory_gb, body.weights_gb)
+        model = fit_curves(curves, body.throughput_fit, body.memory_gb, body.weights_gb)
         assumptions = list(curves.assumptions)
     elif body.curves is not None:
         model = _model(body.curves, body.throughput_fit, body.memory_gb, body.weights_gb)

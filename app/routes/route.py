@@ -2,9 +2,9 @@
 
 ``decide`` is the pure decision (a parsed request in, the model's breakdown out; a domain
 error raised as ``PdrouteError``). ``RouteEndpoint`` is the one endpoint around it, a body
-endpoint of ``app.middleware.RequestEnvelope``: the envelope reads the body and sends the
+endpoint of ``app.http.envelope.RequestEnvelope``: the envelope reads the body and sends the
 answer; ``respond`` parses the bytes (pydantic, whatever the content-type), decides against the
-params snapshot it read once, records the metrics and encodes the answer (``app.route_codec``,
+params snapshot it read once, records the metrics and encodes the answer (``app.http.route_codec``,
 derived from the breakdown dataclass). An unexpected exception answers the envelope's JSON 500.
 
 FastAPI's router and dependency solving are not on this path: they cost more than the decision
@@ -23,16 +23,22 @@ from pydantic import BaseModel, ValidationError
 from pydantic.json_schema import JsonSchemaMode
 from starlette.types import Scope
 
-from app.calibration_state import CalibrationState
 from app.engines.request_fill import RequestFiller, Sources
-from app.error_body import SCOPE_KEY, Answer, error_answer
-from app.errors import status_for, validation_error_body
-from app.json_codec import dumps
-from app.metrics import Metrics
-from app.output_learning_state import OutputLearningState
+from app.http.error_body import SCOPE_KEY, Answer, error_answer
+from app.http.errors import status_for, validation_error_body
+from app.http.json_codec import dumps
+from app.http.route_codec import encoder_for
+from app.learners.calibration import CalibrationState
+from app.learners.output_length import OutputLearningState
+from app.metrics.service import Metrics
 from app.params_store import ParamsStore
-from app.route_codec import encoder_for
-from app.schemas import ErrorResponse, RouteBatchRequest, RouteBatchResponse, RouteRequest, RouteResponse
+from app.schemas.route import (
+    ErrorResponse,
+    RouteBatchRequest,
+    RouteBatchResponse,
+    RouteRequest,
+    RouteResponse,
+)
 from app.settings import Settings
 from pdroute_core.errors import PdrouteError
 from pdroute_core.request_defaults import RouteDefaults, route_inputs
@@ -55,7 +61,7 @@ def corrected_inputs(
     learning: OutputLearningState, inputs: RouteInputs, request_id: str | None
 ) -> RouteInputs:
     """``inputs`` with ``predicted_output_len`` corrected by the learnt snapshot in force; the told
-    length is remembered by ``request_id`` for its feedback (``app.output_learning_state``)."""
+    length is remembered by ``request_id`` for its feedback (``app.learners.output_length``)."""
     told = inputs.predicted_output_len
     if request_id is not None:
         learning.remember(request_id, inputs.prompt_len, told)

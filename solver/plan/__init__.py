@@ -2,14 +2,14 @@
 
 The flow, one way: a curve set (``curvesets``: built-in JSON or a user's file; or
 ``profile_curves``: derived from a pdroute profile for one workload) is fitted (``curves``, the
-fits; ``model``, the ``PlanModel`` and the cache of the built-in fits); ``baseline`` gives the
+fits; ``fitted``, the ``FittedCurves`` and the cache of the built-in fits); ``baseline`` gives the
 per-machine limits and the co-located policy, ``split`` the CUF and TUF candidates,
 ``reference`` the direct-search optimum; ``plan`` assembles the answer for one workload or a
 grid, ``recommend`` says what to deploy, and ``report`` turns it into plain JSON values.
 Figures are in ``solver.plots.plan``. Every formula and its source is in ``docs/planning.md``.
 
-    from solver.plan import builtin_model, solve_plan
-    plan = solve_plan(builtin_model("bloom-176b-8xh100"), machines=64, prompt_len=1024, output_len=256)
+    from solver.plan import builtin_fit, solve_plan
+    plan = solve_plan(builtin_fit("bloom-176b-8xh100"), machines=64, prompt_len=1024, output_len=256)
 """
 
 from solver.plan.baseline import Baseline, Limits, phase_limits, solve_baseline
@@ -25,7 +25,7 @@ from solver.plan.curvesets import (
     load_curve_set,
     resolve_curve_set,
 )
-from solver.plan.model import PlanModel, build_model, builtin_model, with_machine
+from solver.plan.fitted import FittedCurves, builtin_fit, fit_curves, with_machine
 from solver.plan.plan import Plan, PlanGrid, solve_grid, solve_plan
 from solver.plan.profile_curves import (
     builtin_profile_names,
@@ -44,23 +44,23 @@ __all__ = [
     "Candidate",
     "CandidateTable",
     "CurveSet",
+    "FittedCurves",
     "Limits",
     "PhaseCurves",
     "Plan",
     "PlanGrid",
-    "PlanModel",
     "Recommendation",
     "ReferenceOptimum",
     "Series",
     "Throughput",
     "ThroughputFitKind",
-    "build_model",
     "builtin_curve_set_names",
-    "builtin_model",
+    "builtin_fit",
     "builtin_profile_names",
     "curve_set_from_mapping",
     "curve_set_from_profile",
     "curve_set_to_mapping",
+    "fit_curves",
     "grid_to_dict",
     "load_builtin_curve_set",
     "load_builtin_profile",

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from solver.errors import InfeasiblePlan
 from solver.plan.curves import CapacityInverse, invert_capacity, invert_quadratic, throughput_at
-from solver.plan.model import PlanModel
+from solver.plan.fitted import FittedCurves
 
 
 @dataclass(frozen=True)
@@ -26,7 +26,7 @@ class Limits:
     decode: CapacityInverse
 
 
-def phase_limits(model: PlanModel, prompt_len: int) -> Limits:
+def phase_limits(model: FittedCurves, prompt_len: int) -> Limits:
     """C_p^-1(C) and C_d^-1(C); raises ``InfeasiblePlan`` when one request does not fit."""
     prefill = invert_capacity(
         model.prefill.capacity, model.memory_gb, 0.0, model.prefill.max_batch, "prefill capacity"
@@ -58,7 +58,7 @@ class Baseline:
     capacity: CapacityInverse  # the inverse in n, with its exactness
 
 
-def solve_baseline(model: PlanModel, machines: int, prompt_len: int, output_len: int) -> Baseline:
+def solve_baseline(model: FittedCurves, machines: int, prompt_len: int, output_len: int) -> Baseline:
     """The co-located policy at the largest n the memory allows (see the module docstring).
 
     The capacity bound is one quadratic in n: (c0_p + c0_d - C_w) + (c1_p*L_p + c1_d)*n

@@ -7,7 +7,7 @@ CUF/TUF leave on the table). Every clamp and boundary met on the way is listed i
 
 Usage::
 
-    model = build_model(load_builtin_curve_set("bloom-176b-8xh100"))
+    model = fit_curves(load_builtin_curve_set("bloom-176b-8xh100"))
     plan = solve_plan(model, machines=64, prompt_len=1024, output_len=256)
     plan.best.policy, plan.speedup
 """
@@ -24,7 +24,7 @@ import numpy.typing as npt
 from solver.errors import InfeasiblePlan
 from solver.plan.baseline import Baseline, Limits, phase_limits, solve_baseline
 from solver.plan.curves import CapacityInverse, is_clamped
-from solver.plan.model import PlanModel
+from solver.plan.fitted import FittedCurves
 from solver.plan.reference import ReferenceOptimum, ThroughputPeaks, reference_optimum, throughput_peaks
 from solver.plan.split import Candidate, CandidateTable, all_candidates, cuf_balanced_x
 from solver.plan.tuf_roots import TufRoots, tuf_roots
@@ -36,7 +36,7 @@ FloatArray = npt.NDArray[np.float64]
 class Plan:
     """The planner's answer (rates in requests/s, throughputs in tokens/s over the fleet)."""
 
-    model: PlanModel
+    model: FittedCurves
     machines: int  # X
     prompt_len: int  # L_p, tokens
     output_len: int  # L_d, tokens
@@ -64,7 +64,7 @@ def _inverse_note(what: str, inv: CapacityInverse, unit: str) -> list[str]:
     return [f"{what}: capacity fit {beyond}; took the domain upper bound {inv.batch:.4g} {unit} (inexact)"]
 
 
-def _clamp_notes(model: PlanModel, where: str, b_p: float, n_d: float) -> list[str]:
+def _clamp_notes(model: FittedCurves, where: str, b_p: float, n_d: float) -> list[str]:
     action = "clamped to the end value" if model.throughput_fit == "piecewise" else "extrapolated"
     notes = []
     for phase, curve, batch, unit in (
@@ -131,14 +131,14 @@ class _PromptContext:
     peaks: ThroughputPeaks
 
 
-def _prompt_context(model: PlanModel, prompt_len: int) -> _PromptContext:
+def _prompt_context(model: FittedCurves, prompt_len: int) -> _PromptContext:
     with np.errstate(over="ignore", invalid="ignore"):
         limits = phase_limits(model, prompt_len)
         peaks = throughput_peaks(model.prefill.throughput, model.decode.throughput, limits, prompt_len)
     return _PromptContext(limits, peaks)
 
 
-def solve_plan(model: PlanModel, machines: int, prompt_len: int, output_len: int) -> Plan:
+def solve_plan(model: FittedCurves, machines: int, prompt_len: int, output_len: int) -> Plan:
     """Baseline, every candidate, the pick and the reference optimum for one workload."""
     _check_workload(machines, prompt_len, output_len)
     context = _prompt_context(model, int(prompt_len))
@@ -146,7 +146,7 @@ def solve_plan(model: PlanModel, machines: int, prompt_len: int, output_len: int
 
 
 def _solve(
-    model: PlanModel,
+    model: FittedCurves,
     machines: int,
     prompt_len: int,
     output_len: int,
@@ -233,7 +233,7 @@ class PlanGrid:
 
 
 def _row_tuf_roots(
-    model: PlanModel, machines: int, prompt_len: int, output_lens: Sequence[int], context: _PromptContext
+    model: FittedCurves, machines: int, prompt_len: int, output_lens: Sequence[int], context: _PromptContext
 ) -> dict[int, TufRoots]:
     """TUF roots of every valid output length of one grid row, searched together."""
     valid = []
@@ -250,7 +250,7 @@ def _row_tuf_roots(
 
 
 def solve_grid(
-    model: PlanModel, machines: int, prompt_lens: Sequence[int], output_lens: Sequence[int]
+    model: FittedCurves, machines: int, prompt_lens: Sequence[int], output_lens: Sequence[int]
 ) -> PlanGrid:
     """``solve_plan`` for every (prompt_len, output_len); infeasible cells keep their reason.
 

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from solver.plan.curvesets import CurveSet
-from solver.plan.model import PlanModel
+from solver.plan.fitted import FittedCurves
 from solver.plan.plan import Plan, PlanGrid
 from solver.plan.recommend import recommend
 
@@ -111,7 +111,7 @@ def grid_to_dict(grid: PlanGrid) -> dict[str, Any]:
     }
 
 
-def model_parameters(curves: CurveSet, model: PlanModel, grid: PlanGrid) -> dict[str, Any]:
+def model_parameters(curves: CurveSet, model: FittedCurves, grid: PlanGrid) -> dict[str, Any]:
     """``model_parameters.json``: fitted coefficients, assumptions, and per cell every inverse
     (exact or at a boundary), the baseline's capacity inverse, and every clamp met."""
     cells = []

@@ -31,7 +31,7 @@ import numpy.typing as npt
 
 from solver.plan.baseline import Limits
 from solver.plan.curves import throughput_at
-from solver.plan.model import PlanModel
+from solver.plan.fitted import FittedCurves
 from solver.plan.tuf_roots import TufRoots, tuf_roots
 
 FloatArray = npt.NDArray[np.float64]
@@ -121,7 +121,7 @@ class _Rows(NamedTuple):
     x_cont: FloatArray
 
 
-def _table(model: PlanModel, limits: Limits, sizes: tuple[int, int, int], rows: _Rows) -> CandidateTable:
+def _table(model: FittedCurves, limits: Limits, sizes: tuple[int, int, int], rows: _Rows) -> CandidateTable:
     """Evaluate ``rows``: TUF rows (labelled) run both sides at alpha = 1; CUF rows (label None)
     throttle the faster side. Rows with a zero request rate are dropped. Every figure is
     elementwise, so evaluating CUF and TUF rows together gives the same values as apart."""
@@ -174,14 +174,14 @@ def _cuf_rows(limits: Limits, machines: int) -> _Rows:
 
 
 def cuf_candidates(
-    model: PlanModel, limits: Limits, machines: int, prompt_len: int, output_len: int
+    model: FittedCurves, limits: Limits, machines: int, prompt_len: int, output_len: int
 ) -> CandidateTable:
     """One CUF row per x in 1..X-1 (with a positive rate), both batches at their capacity limits."""
     return _table(model, limits, (machines, prompt_len, output_len), _cuf_rows(limits, machines))
 
 
 def _tuf_rows(
-    model: PlanModel,
+    model: FittedCurves,
     limits: Limits,
     machines: int,
     prompt_len: int,
@@ -217,7 +217,7 @@ def _tuf_rows(
 
 
 def tuf_candidates(
-    model: PlanModel, limits: Limits, machines: int, prompt_len: int, output_len: int
+    model: FittedCurves, limits: Limits, machines: int, prompt_len: int, output_len: int
 ) -> tuple[CandidateTable, tuple[tuple[str, float], ...]]:
     """TUF-P and TUF-D rows at the integers next to each continuous root, and the roots."""
     rows, roots = _tuf_rows(model, limits, machines, prompt_len, output_len)
@@ -225,7 +225,7 @@ def tuf_candidates(
 
 
 def all_candidates(
-    model: PlanModel,
+    model: FittedCurves,
     limits: Limits,
     machines: int,
     prompt_len: int,

@@ -17,7 +17,7 @@ import numpy.typing as npt
 
 from solver.plan.baseline import Limits
 from solver.plan.curves import throughput_at
-from solver.plan.model import PlanModel
+from solver.plan.fitted import FittedCurves
 
 FloatArray = npt.NDArray[np.float64]
 BISECTION_STEPS = 30  # brackets are at most one machine wide: about 1e-9 machines of precision
@@ -57,7 +57,7 @@ def _roots_many(residual: Residual, lo: float, hi: float, output_lens: FloatArra
 
 
 def _tuf_ranges(
-    model: PlanModel, limits: Limits, machines: int, prompt_len: int
+    model: FittedCurves, limits: Limits, machines: int, prompt_len: int
 ) -> dict[str, tuple[float, float, Residual]]:
     """Each TUF policy's search range in x (where the following batch stays within [one request,
     its limit]) and its rate residual (X - x)*T_p/L_p - x*T_d/L_d."""
@@ -83,7 +83,7 @@ def _tuf_ranges(
 
 
 def tuf_roots(
-    model: PlanModel, limits: Limits, machines: int, prompt_len: int, output_lens: Sequence[int]
+    model: FittedCurves, limits: Limits, machines: int, prompt_len: int, output_lens: Sequence[int]
 ) -> list[TufRoots]:
     """The continuous TUF roots for each output length (one search per range for them all)."""
     lens = np.asarray(output_lens, dtype=np.float64)

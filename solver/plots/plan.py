@@ -21,7 +21,7 @@ import numpy.typing as npt
 
 from solver.plan.curves import throughput_at
 from solver.plan.curvesets import CurveSet
-from solver.plan.model import PlanModel, build_model
+from solver.plan.fitted import FittedCurves, fit_curves
 from solver.plan.plan import PlanGrid
 from solver.plan.recommend import recommend
 from solver.plots.figure import new_figure, save_png
@@ -113,7 +113,9 @@ def plot_policy_map(grid: PlanGrid, title: str, path: str | os.PathLike[str]) ->
     return save_png(fig, path)
 
 
-def plot_curve_fits(curves: CurveSet, path: str | os.PathLike[str], model: PlanModel | None = None) -> Path:
+def plot_curve_fits(
+    curves: CurveSet, path: str | os.PathLike[str], model: FittedCurves | None = None
+) -> Path:
     """Points and fitted functions of both phases: capacity (GB) and throughput (tokens/s).
 
     Throughput shows both the clamped piecewise-linear curve and the quadratic fit; capacity shows
@@ -121,8 +123,8 @@ def plot_curve_fits(curves: CurveSet, path: str | os.PathLike[str], model: PlanM
     """
     from solver.plan.baseline import phase_limits
 
-    model = model or build_model(curves)
-    piecewise, quadratic = build_model(curves, "piecewise"), build_model(curves, "quadratic")
+    model = model or fit_curves(curves)
+    piecewise, quadratic = fit_curves(curves, "piecewise"), fit_curves(curves, "quadratic")
     limits = phase_limits(model, 1)
     fig = new_figure(11.0, 8.0, constrained=False)  # constrained layout would measure every log tick
     fig.subplots_adjust(left=0.07, right=0.98, bottom=0.07, top=0.92, hspace=0.3, wspace=0.22)

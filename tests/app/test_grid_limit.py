@@ -19,7 +19,7 @@ import app.routes.plan
 from app.settings import Settings
 from solver.plan import PlanGrid, solve_grid
 from tests.app.conftest import LiveServer
-from tests.app.test_metrics import scrape, value
+from tests.app.metrics.test_service import scrape, value
 
 GRID = {"curves": "bloom-176b-8xh100", "machines": 64, "prompt_lens": [1024, 4096], "output_lens": [256]}
 

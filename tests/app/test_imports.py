@@ -13,7 +13,7 @@ def test_service_imports_no_heavy_dependency() -> None:
     code = (
         "import json, sys\n"
         "from app.main import create_app\n"
-        "from app.cli import build_parser\n"
+        "from app.cli.main import build_parser\n"
         "create_app()\n"
         "build_parser()\n"
         f"print(json.dumps([m for m in {HEAVY!r} if m in sys.modules]))\n"

@@ -17,7 +17,7 @@ import httpx
 import pytest
 from prometheus_client import CollectorRegistry
 
-from app.metrics import Metrics
+from app.metrics.service import Metrics
 from app.params_store import LoadedParams, ParamsStore
 from app.reload import install_sighup, remove_sighup, watch_params_file
 from solver.params import MAX_PARAMS_FILE_BYTES

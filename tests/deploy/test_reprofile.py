@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from app.cli import build_parser
-from app.commands.profile import check_source_options
+from app.cli.commands.profile import check_source_options
+from app.cli.main import build_parser
 from profiling.models import PRESETS
 from solver.params import load_params
 from tests.deploy.conftest import DEPLOY, KUBERNETES, ROOT, load_yaml

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from app.schemas import RouteRequest
+from app.schemas.route import RouteRequest
 from pdroute_client import InvalidArgument, RouteQuery
 from pdroute_core.request_defaults import RouteDefaults, route_inputs
 from pdroute_core.route_fields import FIELD_NAMES

@@ -12,9 +12,9 @@ from typing import Any
 import httpx
 import pytest
 
-from app.output_learning_state import OFF_SUMMARY, OutputLearningState
+from app.learners.output_length import OFF_SUMMARY, OutputLearningState
 from app.routes.route import corrected_inputs
-from app.schemas import RouteRequest
+from app.schemas.route import RouteRequest
 from pdroute_client import Answer, Client, RouteQuery, ServedParams
 from pdroute_core.errors import InvalidParams
 from pdroute_core.output_defaults import OutputLenDefaults

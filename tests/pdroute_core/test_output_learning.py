@@ -229,7 +229,7 @@ def test_snapshot_to_json() -> None:
 
 
 def section_of(snap: OutputLenSnapshot) -> dict[str, Any]:
-    """The ``/params`` section of a correcting service (as ``app.output_learning_state``), over JSON text."""
+    """The ``/params`` section of a correcting service (as ``app.learners.output_length``), over JSON text."""
     c = snap.config
     section = {
         "mode": "correct",

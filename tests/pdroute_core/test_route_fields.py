@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from app.schemas import RouteRequest
+from app.schemas.route import RouteRequest
 from pdroute_client import RouteQuery
 from pdroute_core.route_fields import FIELD_NAMES, FIELDS, ROUTE_FIELDS, RouteField
 from pdroute_core.routing import RouteInputs

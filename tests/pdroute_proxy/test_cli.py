@@ -20,7 +20,7 @@ from tests.pdroute_proxy.fake_engine import FakeEngine
 def run_cli(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
     full = {k: v for k, v in os.environ.items() if not k.startswith("PDROUTE_")}
     return subprocess.run(
-        [sys.executable, "-m", "app.cli", "proxy", *args],
+        [sys.executable, "-m", "app", "proxy", *args],
         env={**full, **env},
         capture_output=True,
         text=True,
@@ -62,7 +62,7 @@ def test_it_serves(tmp_path: Path) -> None:
     path = engines_file(tmp_path / "engines.json", [], [decode])
     full = {k: v for k, v in os.environ.items() if not k.startswith("PDROUTE_")}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "app.cli", "proxy", "--engines", str(path), "--port", str(port)],
+        [sys.executable, "-m", "app", "proxy", "--engines", str(path), "--port", str(port)],
         env={**full, "PDROUTE_WATCH_PARAMS": "false"},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

@@ -34,7 +34,7 @@ def decider(
     tmp_path: Path, params: Path, *, readings: dict[str, Reading], now: float = 10.0, **kw: object
 ) -> Decider:
     settings = ProxySettings(engines_file=tmp_path / "unused.json", params_path=params, **kw)  # type: ignore[arg-type]
-    store = ParamsStore(params, lambda: 0.0, model_name=settings.model)
+    store = ParamsStore(params, lambda: 0.0, model_name=settings.decision_model)
     return Decider(settings, store, Ledger(1.0), Source(FleetSnapshot(FLEET, readings)), lambda: now)
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from app.cli import main
+from app.cli.main import main
 from localfleet import BLOCK_SIZE, Fleet
 from solver.profile_io import load_profile
 

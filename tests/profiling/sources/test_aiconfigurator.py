@@ -249,7 +249,7 @@ def test_the_cli_source_never_imports_torch(tmp_path: Path) -> None:
     argv += ["--decode-batches", "4", "-o", str(out)]
     code = (
         "import json, sys\n"
-        "from app.cli import main\n"
+        "from app.cli.main import main\n"
         f"code = main({argv!r})\n"
         "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'transformers'))\n"
         "print(json.dumps({'code': code, 'heavy': heavy}))\n"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import strategies as st
 
 from solver.plan.curves import ThroughputFitKind
-from solver.plan.model import PlanModel, build_model
+from solver.plan.fitted import FittedCurves, fit_curves
 from tests.solver.plan.curve_factory import make_curve_set
 
 
@@ -23,7 +23,7 @@ def throughput_points(draw: st.DrawFn, low: float, high: float, monotone: bool) 
 @st.composite
 def planner_cases(
     draw: st.DrawFn, monotone: bool = False, max_machines: int = 60, fit: ThroughputFitKind | None = None
-) -> tuple[PlanModel, int, int, int]:
+) -> tuple[FittedCurves, int, int, int]:
     """(model, X, L_p, L_d) with linear capacity curves sized so one request always fits both on
     a prefill machine and co-located (limits of 2.5..200 prompts and 2.5..500 decode requests)."""
     memory = draw(st.floats(50.0, 1000.0))
@@ -48,4 +48,4 @@ def planner_cases(
     kinds: list[ThroughputFitKind] = ["piecewise", "piecewise", "quadratic"]
     kind = fit if fit is not None else draw(st.sampled_from(kinds))
     machines = draw(st.integers(2, max_machines))
-    return build_model(curves, kind), machines, prompt_len, output_len
+    return fit_curves(curves, kind), machines, prompt_len, output_len

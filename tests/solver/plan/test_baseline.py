@@ -13,13 +13,13 @@ from hypothesis import given, settings
 from solver.errors import InfeasiblePlan
 from solver.plan.baseline import phase_limits, solve_baseline
 from solver.plan.curves import throughput_at
-from solver.plan.model import PlanModel, build_model
+from solver.plan.fitted import FittedCurves, fit_curves
 from tests.solver.plan.curve_factory import make_curve_set
 from tests.solver.plan.plan_strategies import planner_cases
 
 
 def test_baseline_closed_form() -> None:
-    b = solve_baseline(build_model(make_curve_set()), 10, 100, 50)
+    b = solve_baseline(fit_curves(make_curve_set()), 10, 100, 50)
     assert b.concurrency == pytest.approx(40.0)
     assert b.prefill_batch_tokens == pytest.approx(4000.0)
     assert b.prefill_time_share == pytest.approx(16 / 66)
@@ -32,7 +32,7 @@ def test_baseline_closed_form() -> None:
 
 @pytest.mark.parametrize("prompt_len", [1, 50, 400, 2000])
 def test_baseline_concurrency_follows_the_prompt_length(prompt_len: int) -> None:
-    b = solve_baseline(build_model(make_curve_set()), 10, prompt_len, 50)
+    b = solve_baseline(fit_curves(make_curve_set()), 10, prompt_len, 50)
     n = 80 / (1 + 0.01 * prompt_len)
     assert b.concurrency == pytest.approx(n)
     a_p, a_d = 5000 / prompt_len, (400 + 10 * n) / 50
@@ -40,33 +40,33 @@ def test_baseline_concurrency_follows_the_prompt_length(prompt_len: int) -> None
 
 
 def test_baseline_domain_boundary_is_flagged() -> None:
-    b = solve_baseline(build_model(make_curve_set(decode_max_batch=30)), 10, 100, 50)
+    b = solve_baseline(fit_curves(make_curve_set(decode_max_batch=30)), 10, 100, 50)
     assert b.concurrency == 30.0 and not b.capacity.is_exact and b.capacity.boundary == "upper"
     assert b.capacity.fit_root == pytest.approx(40.0)
 
 
 def test_one_request_that_does_not_fit_colocated_is_infeasible() -> None:
-    model = build_model(make_curve_set())
+    model = fit_curves(make_curve_set())
     with pytest.raises(InfeasiblePlan, match="one request of 7950 prompt tokens"):
         solve_baseline(model, 10, 7950, 50)
 
 
 def test_prompt_longer_than_the_prefill_limit_is_infeasible() -> None:
     with pytest.raises(InfeasiblePlan, match="prompt_len 8001 does not fit a prefill machine"):
-        phase_limits(build_model(make_curve_set()), 8001)
+        phase_limits(fit_curves(make_curve_set()), 8001)
 
 
 def test_zero_throughput_baseline_names_the_fit() -> None:
     # a quadratic through (1, 100), (50, 50), (100, 0) is zero at n = 100 and negative beyond
     curves = make_curve_set(decode_throughput=((1, 100), (50, 50.5), (100, 1)), decode_gb_per_request=0.1)
-    model = build_model(curves, "quadratic")
+    model = fit_curves(curves, "quadratic")
     with pytest.raises(InfeasiblePlan, match="quadratic throughput fit gives zero tokens/s"):
         solve_baseline(model, 10, 1, 50)
 
 
 @settings(max_examples=60, deadline=None)
 @given(case=planner_cases())
-def test_baseline_is_flow_balanced_and_within_memory(case: tuple[PlanModel, int, int, int]) -> None:
+def test_baseline_is_flow_balanced_and_within_memory(case: tuple[FittedCurves, int, int, int]) -> None:
     model, machines, prompt_len, output_len = case
     try:
         b = solve_baseline(model, machines, prompt_len, output_len)

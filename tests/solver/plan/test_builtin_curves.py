@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from solver.plan.curvesets import load_builtin_curve_set
-from solver.plan.model import build_model
+from solver.plan.fitted import fit_curves
 from solver.plan.plan import solve_plan
 
 REPO = Path(__file__).resolve().parents[3]
@@ -45,7 +45,7 @@ def test_capacity_points_follow_the_stated_model_facts(name: str) -> None:
 
 @pytest.mark.parametrize("name", sorted(FACTS))
 def test_builtin_sets_plan_for_the_design_fleet(name: str) -> None:
-    plan = solve_plan(build_model(load_builtin_curve_set(name)), 64, 1024, 256)
+    plan = solve_plan(fit_curves(load_builtin_curve_set(name)), 64, 1024, 256)
     assert plan.best.rate_rps > 0 and plan.reference.rate_rps >= plan.best.rate_rps * (1 - 1e-12)
 
 

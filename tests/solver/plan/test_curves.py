@@ -19,7 +19,7 @@ from solver.plan.curves import (
     piecewise_from,
     throughput_at,
 )
-from solver.plan.model import build_model
+from solver.plan.fitted import fit_curves
 from tests.solver.plan.curve_factory import make_curve_set, series
 
 
@@ -60,7 +60,7 @@ def test_a_fit_that_is_not_finite_names_the_series(batches: tuple[float, ...]) -
         fit_quadratic(series("c", points), "decode.capacity")
     if batches[0] == 1e-300:  # through a curve set: the error names the phase and the series
         with pytest.raises(InvalidCurves, match=r"decode.capacity: the quadratic fit"):
-            build_model(make_curve_set(decode_capacity_batches=batches))
+            fit_curves(make_curve_set(decode_capacity_batches=batches))
 
 
 def test_piecewise_interpolates_inside_and_clamps_outside() -> None:

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 
 from solver.errors import InfeasiblePlan
-from solver.plan.model import PlanModel, build_model
+from solver.plan.fitted import FittedCurves, fit_curves
 from solver.plan.plan import solve_grid, solve_plan
 from solver.plan.report import plan_to_dict
 from tests.solver.plan.curve_factory import make_curve_set
@@ -21,7 +21,7 @@ from tests.solver.plan.plan_strategies import planner_cases
 
 
 def test_instance_a_closed_form() -> None:
-    plan = solve_plan(build_model(make_curve_set()), 10, 100, 50)
+    plan = solve_plan(fit_curves(make_curve_set()), 10, 100, 50)
     assert (plan.best.policy, plan.best.decode_machines, plan.best.prefill_machines) == ("CUF-P", 7, 3)
     assert plan.best.rate_rps == pytest.approx(150.0)
     assert plan.baseline.rate_rps == pytest.approx(8000 / 66)
@@ -38,7 +38,7 @@ def test_instance_a_closed_form() -> None:
 def test_tuf_wins_when_decode_throughput_peaks_below_the_limit() -> None:
     """Decode peaks at n = 20 (600 tokens/s) and falls to 225 at the limit 80: CUF runs decode at
     80 (best min(50*(10-x), 4.5*x) = 40.5), TUF-P at x = 8 runs it at n = 20: min(100, 96) = 96."""
-    model = build_model(make_curve_set(decode_throughput=((1, 410), (20, 600), (100, 100))))
+    model = fit_curves(make_curve_set(decode_throughput=((1, 410), (20, 600), (100, 100))))
     plan = solve_plan(model, 10, 100, 50)
     assert (plan.best.policy, plan.best.decode_machines) == ("TUF-P", 8)
     assert plan.best.rate_rps == pytest.approx(96.0)
@@ -51,20 +51,20 @@ def test_tuf_wins_when_decode_throughput_peaks_below_the_limit() -> None:
 
 def test_notes_record_clamps_and_boundaries() -> None:
     curves = make_curve_set(decode_throughput=((1, 410), (50, 900)), decode_max_batch=60)
-    plan = solve_plan(build_model(curves), 10, 100, 50)
+    plan = solve_plan(fit_curves(curves), 10, 100, 50)
     text = "\n".join(plan.notes)
     assert "decode limit: capacity fit reaches it at 80 requests; took the domain upper bound 60" in text
     assert (
         "decode throughput at 60 requests is outside the observed [1, 50], clamped to the end value" in text
     )
-    plan_q = solve_plan(build_model(curves, "quadratic"), 10, 100, 50)
+    plan_q = solve_plan(fit_curves(curves, "quadratic"), 10, 100, 50)
     assert any("extrapolated" in n for n in plan_q.notes)
 
 
 def test_reference_clamps_are_noted() -> None:
     """A prompt beyond the measured prefill batches puts the reference's prefill batch (at least
     L_p) outside the observed range [100, 10000]: that clamp is recorded too."""
-    plan = solve_plan(build_model(make_curve_set(memory_gb=200.0)), 10, 12000, 50)  # limit 18000 tokens
+    plan = solve_plan(fit_curves(make_curve_set(memory_gb=200.0)), 10, 12000, 50)  # limit 18000 tokens
     assert plan.reference.prefill_batch_tokens == 12000.0
     assert (
         f"reference (x={plan.reference.decode_machines}): prefill throughput at 1.2e+04 tokens is "
@@ -76,7 +76,7 @@ def test_non_finite_figures_are_infeasible_not_inf() -> None:
     """Decode throughput points 1e-148 apart fit a parabola with c2 ~ 5e307: T_d at the decode limit
     overflows. The plan says so instead of answering inf or NaN."""
     curves = make_curve_set(decode_throughput=((1e-148, 5.0), (2e-148, 6.0), (3e-148, 1e12)))
-    model = build_model(curves, "quadratic")
+    model = fit_curves(curves, "quadratic")
     assert np.isfinite(model.decode.throughput.c2)  # type: ignore[union-attr]
     with pytest.raises(InfeasiblePlan, match="numerical overflow"):
         solve_plan(model, 10, 100, 50)
@@ -88,12 +88,12 @@ def test_non_finite_figures_are_infeasible_not_inf() -> None:
 )
 def test_too_few_machines_is_infeasible(machines: object, message: str) -> None:
     with pytest.raises(InfeasiblePlan, match=message):
-        solve_plan(build_model(make_curve_set()), machines, 100, 50)  # type: ignore[arg-type]
+        solve_plan(fit_curves(make_curve_set()), machines, 100, 50)  # type: ignore[arg-type]
 
 
 @settings(max_examples=60, deadline=None)
 @given(case=planner_cases())
-def test_plan_invariants(case: tuple[PlanModel, int, int, int]) -> None:
+def test_plan_invariants(case: tuple[FittedCurves, int, int, int]) -> None:
     model, machines, prompt_len, output_len = case
     try:
         plan = solve_plan(model, machines, prompt_len, output_len)
@@ -120,7 +120,7 @@ def test_plan_invariants(case: tuple[PlanModel, int, int, int]) -> None:
 
 @settings(max_examples=40, deadline=None)
 @given(case=planner_cases(monotone=True, max_machines=40, fit="piecewise"))
-def test_best_rate_never_drops_when_machines_grow(case: tuple[PlanModel, int, int, int]) -> None:
+def test_best_rate_never_drops_when_machines_grow(case: tuple[FittedCurves, int, int, int]) -> None:
     """With non-decreasing (piecewise-linear) throughput curves, more machines never lower the best rate."""
     model, machines, prompt_len, output_len = case
     rates = [
@@ -134,7 +134,7 @@ def test_a_spiky_curve_can_lower_the_pick_when_machines_grow_but_not_the_referen
     At X = 10, TUF-P's balance lands x = 8 on the spike (n_d = 80*2/8 = 20); at X = 11 no integer x
     does, and every candidate is back on the flat 10 tokens/s. The reference keeps the spike."""
     spike = ((1, 10), (19.9, 10), (20, 10000), (20.1, 10), (100, 10))
-    model = build_model(make_curve_set(decode_throughput=spike))
+    model = fit_curves(make_curve_set(decode_throughput=spike))
     at_10, at_11 = solve_plan(model, 10, 100, 50), solve_plan(model, 11, 100, 50)
     assert (at_10.best.policy, at_10.best.decode_machines) == ("TUF-P", 8)
     assert at_10.best.decode_batch == pytest.approx(20.0)
@@ -143,7 +143,7 @@ def test_a_spiky_curve_can_lower_the_pick_when_machines_grow_but_not_the_referen
 
 
 def test_grid_matches_single_plans_and_keeps_infeasible_reasons() -> None:
-    model = build_model(make_curve_set())
+    model = fit_curves(make_curve_set())
     grid = solve_grid(model, 10, [100, 400, 9000], [50, 200])
     assert grid.s_p.shape == (3, 2) and len(grid.policy) == 3 and len(grid.policy[0]) == 2
     for i, prompt_len in enumerate([100, 400]):
@@ -159,14 +159,14 @@ def test_grid_matches_single_plans_and_keeps_infeasible_reasons() -> None:
 
 def test_grid_without_any_feasible_cell_raises_the_first_reason() -> None:
     with pytest.raises(InfeasiblePlan, match="grid: no feasible cell; first: prompt_len 9000"):
-        solve_grid(build_model(make_curve_set()), 10, [9000], [50])
+        solve_grid(fit_curves(make_curve_set()), 10, [9000], [50])
     with pytest.raises(InfeasiblePlan, match="at least one prompt length"):
-        solve_grid(build_model(make_curve_set()), 10, [], [50])
+        solve_grid(fit_curves(make_curve_set()), 10, [], [50])
 
 
 @settings(max_examples=25, deadline=None)
 @given(case=planner_cases())
-def test_every_grid_cell_is_the_single_plan(case: tuple[PlanModel, int, int, int]) -> None:
+def test_every_grid_cell_is_the_single_plan(case: tuple[FittedCurves, int, int, int]) -> None:
     # the grid computes each prompt length's limits and peaks once; every figure must still be
     # the single plan's, and an infeasible cell must carry the single plan's reason
     model, machines, prompt_len, output_len = case

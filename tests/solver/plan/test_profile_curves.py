@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from solver.errors import InvalidProfile
-from solver.plan import build_model, curve_set_from_profile, solve_plan
+from solver.plan import curve_set_from_profile, fit_curves, solve_plan
 from solver.plan.profile_curves import builtin_profile_names, load_builtin_profile
 from solver.profile_result import ProfileResult
 
@@ -64,7 +64,7 @@ def test_curves_match_the_hand_computed_values() -> None:
     assert dec.max_batch == pytest.approx(2 * free_tokens / 250)
     assert any("mean context 200" in a for a in curves.assumptions)
     # the planner runs on them: decode limit (1.8 - C_w) / 0.025 requests, exact
-    plan = solve_plan(build_model(curves), 4, 150, 100)
+    plan = solve_plan(fit_curves(curves), 4, 150, 100)
     assert plan.limits.decode.batch == pytest.approx(free_tokens / 250) and plan.limits.decode.is_exact
 
 
@@ -118,7 +118,7 @@ def test_every_shipped_profile_gives_a_plan() -> None:
     assert "default" in builtin_profile_names()
     for name in builtin_profile_names():
         curves = curve_set_from_profile(load_builtin_profile(name), 1024, 200)
-        plan = solve_plan(build_model(curves), 16, 1024, 200)
+        plan = solve_plan(fit_curves(curves), 16, 1024, 200)
         assert plan.baseline.rate_rps > 0 and curves.weights_gb < curves.memory_gb
     with pytest.raises(InvalidProfile, match="unknown shipped profile 'nope'"):
         load_builtin_profile("nope")

@@ -11,14 +11,14 @@ from hypothesis import given, settings
 
 from solver.plan.baseline import phase_limits
 from solver.plan.curves import PiecewiseLinear, QuadraticFit, throughput_at
-from solver.plan.model import PlanModel, build_model
+from solver.plan.fitted import FittedCurves, fit_curves
 from solver.plan.reference import reference_optimum, search_grid, throughput_peaks
 from solver.plan.split import concat, cuf_candidates, tuf_candidates
 from tests.solver.plan.curve_factory import make_curve_set
 from tests.solver.plan.plan_strategies import planner_cases
 
 
-def _brute_force(model: PlanModel, machines: int, prompt_len: int, output_len: int, points: int) -> float:
+def _brute_force(model: FittedCurves, machines: int, prompt_len: int, output_len: int, points: int) -> float:
     """max over x, B_p and n_d of min((X - x)*T_p(B_p)/L_p, x*T_d(n_d)/L_d): a full 3-D grid."""
     limits = phase_limits(model, prompt_len)
     grids = []
@@ -41,7 +41,7 @@ def _brute_force(model: PlanModel, machines: int, prompt_len: int, output_len: i
 
 
 def test_closed_form_instance_a() -> None:
-    model = build_model(make_curve_set())
+    model = fit_curves(make_curve_set())
     ref = reference_optimum(
         model.prefill.throughput, model.decode.throughput, phase_limits(model, 100), 10, 100, 50
     )
@@ -54,9 +54,9 @@ def test_closed_form_instance_a() -> None:
 
 
 def test_search_grid_holds_breakpoints_and_the_vertex() -> None:
-    model = build_model(make_curve_set(decode_throughput=((1, 100), (37, 900), (100, 200))))
+    model = fit_curves(make_curve_set(decode_throughput=((1, 100), (37, 900), (100, 200))))
     assert 37.0 in search_grid(model.decode.throughput, 1.0, 80.0)
-    quad = build_model(make_curve_set(decode_throughput=((1, 100), (30, 1000), (60, 100))), "quadratic")
+    quad = fit_curves(make_curve_set(decode_throughput=((1, 100), (30, 1000), (60, 100))), "quadratic")
     fit = quad.decode.throughput
     assert not isinstance(fit, PiecewiseLinear)
     assert -fit.c1 / (2 * fit.c2) in search_grid(fit, 1.0, 80.0)
@@ -64,7 +64,7 @@ def test_search_grid_holds_breakpoints_and_the_vertex() -> None:
 
 @settings(max_examples=30, deadline=None)
 @given(case=planner_cases(max_machines=12, fit="piecewise"))
-def test_reference_equals_brute_force_on_piecewise_curves(case: tuple[PlanModel, int, int, int]) -> None:
+def test_reference_equals_brute_force_on_piecewise_curves(case: tuple[FittedCurves, int, int, int]) -> None:
     model, machines, prompt_len, output_len = case
     ref = reference_optimum(
         model.prefill.throughput,
@@ -82,7 +82,7 @@ def test_reference_equals_brute_force_on_piecewise_curves(case: tuple[PlanModel,
 @settings(max_examples=30, deadline=None)
 @given(case=planner_cases(max_machines=12, fit="quadratic"))
 def test_reference_bounds_a_dense_brute_force_on_quadratic_fits(
-    case: tuple[PlanModel, int, int, int],
+    case: tuple[FittedCurves, int, int, int],
 ) -> None:
     model, machines, prompt_len, output_len = case
     limits = phase_limits(model, prompt_len)
@@ -113,7 +113,7 @@ def test_reference_bounds_a_dense_brute_force_on_quadratic_fits(
 
 @settings(max_examples=60, deadline=None)
 @given(case=planner_cases())
-def test_reference_is_never_below_any_candidate(case: tuple[PlanModel, int, int, int]) -> None:
+def test_reference_is_never_below_any_candidate(case: tuple[FittedCurves, int, int, int]) -> None:
     model, machines, prompt_len, output_len = case
     limits = phase_limits(model, prompt_len)
     table = concat(
@@ -131,7 +131,7 @@ def test_reference_is_never_below_any_candidate(case: tuple[PlanModel, int, int,
 
 @settings(max_examples=40, deadline=None)
 @given(case=planner_cases(max_machines=40))
-def test_reference_rate_never_drops_when_machines_grow(case: tuple[PlanModel, int, int, int]) -> None:
+def test_reference_rate_never_drops_when_machines_grow(case: tuple[FittedCurves, int, int, int]) -> None:
     """Unlike the CUF/TUF pick (tests/solver/plan/test_plan.py), for any curves."""
     model, machines, prompt_len, output_len = case
     limits = phase_limits(model, prompt_len)
@@ -146,7 +146,7 @@ def test_reference_rate_never_drops_when_machines_grow(case: tuple[PlanModel, in
 
 @settings(max_examples=40, deadline=None)
 @given(case=planner_cases())
-def test_reference_from_precomputed_peaks_is_the_same(case: tuple[PlanModel, int, int, int]) -> None:
+def test_reference_from_precomputed_peaks_is_the_same(case: tuple[FittedCurves, int, int, int]) -> None:
     model, machines, prompt_len, output_len = case
     limits = phase_limits(model, prompt_len)
     prefill, decode = model.prefill.throughput, model.decode.throughput

@@ -6,14 +6,14 @@ import json
 
 import pytest
 
-from solver.plan.model import build_model
+from solver.plan.fitted import fit_curves
 from solver.plan.plan import solve_grid, solve_plan
 from solver.plan.report import grid_to_dict, model_parameters, plan_to_dict, summary_indices
 from tests.solver.plan.curve_factory import make_curve_set
 
 
 def test_plan_dict_is_strict_json_with_the_summary() -> None:
-    plan = solve_plan(build_model(make_curve_set()), 10, 100, 50)
+    plan = solve_plan(fit_curves(make_curve_set()), 10, 100, 50)
     d = json.loads(json.dumps(plan_to_dict(plan), allow_nan=False))
     assert d["best"]["policy"] == "CUF-P" and d["best"]["decode_machines"] == 7
     assert d["speedup"] == pytest.approx(plan.speedup) and d["s_p"] == d["s_d"]
@@ -33,7 +33,7 @@ def test_plan_dict_is_strict_json_with_the_summary() -> None:
 
 
 def test_summary_keeps_the_best_row_of_each_policy() -> None:
-    plan = solve_plan(build_model(make_curve_set()), 10, 100, 50)
+    plan = solve_plan(fit_curves(make_curve_set()), 10, 100, 50)
     rows = summary_indices(plan)
     best_by_policy: dict[str, float] = {}
     for i, p in enumerate(plan.candidates.policy):
@@ -44,7 +44,7 @@ def test_summary_keeps_the_best_row_of_each_policy() -> None:
 
 def test_grid_dict_and_model_parameters_mark_infeasible_cells() -> None:
     curves = make_curve_set(decode_max_batch=60)
-    model = build_model(curves)
+    model = fit_curves(curves)
     grid = solve_grid(model, 10, [100, 9000], [50])
     d = json.loads(json.dumps(grid_to_dict(grid), allow_nan=False))
     assert d["s_p"][1] == [None] and d["policy"][1] == [None]

@@ -21,7 +21,7 @@ from hypothesis import given, settings
 
 from solver.plan.baseline import phase_limits
 from solver.plan.curves import throughput_at
-from solver.plan.model import PlanModel, build_model
+from solver.plan.fitted import FittedCurves, fit_curves
 from solver.plan.split import (
     CandidateTable,
     all_candidates,
@@ -36,8 +36,8 @@ from tests.solver.plan.plan_strategies import planner_cases
 X, LP, LD = 10, 100, 50
 
 
-def _model(**kw: Any) -> PlanModel:
-    return build_model(make_curve_set(**kw))
+def _model(**kw: Any) -> FittedCurves:
+    return fit_curves(make_curve_set(**kw))
 
 
 def test_limits_of_instance_a() -> None:
@@ -110,7 +110,9 @@ def test_concurrency_balanced_x() -> None:
     assert x == 2 and x_real == pytest.approx(2.0)
 
 
-def _cuf_loop(model: PlanModel, machines: int, prompt_len: int, output_len: int) -> list[tuple[str, float]]:
+def _cuf_loop(
+    model: FittedCurves, machines: int, prompt_len: int, output_len: int
+) -> list[tuple[str, float]]:
     """A per-x scalar loop of the CUF formulas, as written in the design."""
     limits = phase_limits(model, prompt_len)
     t_p = float(throughput_at(model.prefill.throughput, limits.prefill.batch))
@@ -126,7 +128,7 @@ def _cuf_loop(model: PlanModel, machines: int, prompt_len: int, output_len: int)
 
 @settings(max_examples=40, deadline=None)
 @given(case=planner_cases())
-def test_vectorised_cuf_matches_the_per_x_loop(case: tuple[PlanModel, int, int, int]) -> None:
+def test_vectorised_cuf_matches_the_per_x_loop(case: tuple[FittedCurves, int, int, int]) -> None:
     model, machines, prompt_len, output_len = case
     table = cuf_candidates(model, phase_limits(model, prompt_len), machines, prompt_len, output_len)
     loop = _cuf_loop(model, machines, prompt_len, output_len)
@@ -134,7 +136,7 @@ def test_vectorised_cuf_matches_the_per_x_loop(case: tuple[PlanModel, int, int, 
     assert table.rate_rps == pytest.approx([r for _, r in loop], rel=1e-12)
 
 
-def _all(model: PlanModel, machines: int, prompt_len: int, output_len: int) -> list[CandidateTable]:
+def _all(model: FittedCurves, machines: int, prompt_len: int, output_len: int) -> list[CandidateTable]:
     limits = phase_limits(model, prompt_len)
     return [
         cuf_candidates(model, limits, machines, prompt_len, output_len),
@@ -144,7 +146,7 @@ def _all(model: PlanModel, machines: int, prompt_len: int, output_len: int) -> l
 
 @settings(max_examples=60, deadline=None)
 @given(case=planner_cases())
-def test_every_candidate_respects_capacity_and_counts(case: tuple[PlanModel, int, int, int]) -> None:
+def test_every_candidate_respects_capacity_and_counts(case: tuple[FittedCurves, int, int, int]) -> None:
     model, machines, prompt_len, output_len = case
     limits = phase_limits(model, prompt_len)
     for table in _all(model, machines, prompt_len, output_len):
@@ -171,7 +173,7 @@ def test_every_candidate_respects_capacity_and_counts(case: tuple[PlanModel, int
 @settings(max_examples=60, deadline=None)
 @given(case=planner_cases())
 def test_cuf_rows_are_flow_balanced_and_tuf_rows_neighbour_their_root(
-    case: tuple[PlanModel, int, int, int],
+    case: tuple[FittedCurves, int, int, int],
 ) -> None:
     model, machines, prompt_len, output_len = case
     cuf, tuf = _all(model, machines, prompt_len, output_len)
@@ -185,7 +187,7 @@ def test_cuf_rows_are_flow_balanced_and_tuf_rows_neighbour_their_root(
 
 @settings(max_examples=60, deadline=None)
 @given(case=planner_cases())
-def test_all_candidates_in_one_pass_equal_cuf_then_tuf(case: tuple[PlanModel, int, int, int]) -> None:
+def test_all_candidates_in_one_pass_equal_cuf_then_tuf(case: tuple[FittedCurves, int, int, int]) -> None:
     model, machines, prompt_len, output_len = case
     limits = phase_limits(model, prompt_len)
     table, roots = all_candidates(model, limits, machines, prompt_len, output_len)

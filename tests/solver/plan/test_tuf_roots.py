@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from solver.plan.baseline import phase_limits
-from solver.plan.model import PlanModel, build_model
+from solver.plan.fitted import FittedCurves, fit_curves
 from solver.plan.tuf_roots import tuf_roots
 from tests.solver.plan.curve_factory import make_curve_set
 from tests.solver.plan.plan_strategies import planner_cases
@@ -16,7 +16,7 @@ from tests.solver.plan.plan_strategies import planner_cases
 @settings(max_examples=60, deadline=None)
 @given(case=planner_cases(), extra=st.lists(st.integers(1, 100_000), min_size=1, max_size=6))
 def test_a_row_searched_at_once_equals_each_cell_alone(
-    case: tuple[PlanModel, int, int, int], extra: list[int]
+    case: tuple[FittedCurves, int, int, int], extra: list[int]
 ) -> None:
     model, machines, prompt_len, output_len = case
     limits = phase_limits(model, prompt_len)
@@ -32,7 +32,7 @@ def test_a_row_searched_at_once_equals_each_cell_alone(
 
 def test_instance_a_has_one_tuf_p_root() -> None:
     # instance A (test_split.py): x* = 10*34/42 for TUF-P, none for TUF-D
-    model = build_model(make_curve_set())
+    model = fit_curves(make_curve_set())
     (roots,) = tuf_roots(model, phase_limits(model, 100), 10, 100, [50])
     np.testing.assert_allclose(roots["TUF-P"], [10 * 34 / 42], atol=1e-7)
     assert len(roots["TUF-D"]) == 0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from solver.plan import build_model, curve_set_from_profile, load_builtin_profile, recommend, solve_plan
+from solver.plan import curve_set_from_profile, fit_curves, load_builtin_profile, recommend, solve_plan
 from solver.plan.plan import Plan
 from solver.plan.verify import (
     OVERLOAD,
@@ -20,7 +20,7 @@ PROFILE = "default"
 
 def _plan(machines: int, prompt_len: int, output_len: int) -> Plan:
     curves = curve_set_from_profile(load_builtin_profile(PROFILE), prompt_len, output_len)
-    return solve_plan(build_model(curves), machines, prompt_len, output_len)
+    return solve_plan(fit_curves(curves), machines, prompt_len, output_len)
 
 
 def test_a_recommended_split_is_served_at_its_planned_rate() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from solver.plan.curvesets import load_builtin_curve_set
-from solver.plan.model import build_model
+from solver.plan.fitted import fit_curves
 from solver.plan.plan import solve_grid
 from solver.plots.plan import plot_curve_fits, write_grid_figures
 from tests.solver.plan.curve_factory import make_curve_set
@@ -13,7 +13,7 @@ from tests.solver.plots.png import assert_real_png
 
 
 def test_grid_figures_are_written(tmp_path: Path) -> None:
-    grid = solve_grid(build_model(make_curve_set()), 10, [50, 100, 400, 9000], [20, 50, 200])
+    grid = solve_grid(fit_curves(make_curve_set()), 10, [50, 100, 400, 9000], [20, 50, 200])
     paths = write_grid_figures(grid, "test", tmp_path / "out")
     assert [p.name for p in paths] == ["heatmap_s_p.png", "heatmap_s_d.png", "policy_map.png"]
     for path in paths:
