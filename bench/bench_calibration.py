@@ -18,10 +18,11 @@ requests:
 
 The prefill pool places each prompt on its least-loaded worker by default: the placement the
 model's prefill inputs describe (the pool's waiting and running prompts shared by its GPUs).
-``round-robin`` placement ignores the workers' loads, so their backlogs drift apart: on the
-default 4,000-request Poisson load a request's wait is about 0.7 or 1.35 times the pool's
-average (two modes, none near 1), and a median of the observed ratios lands on either mode
-(``bench.bench_prefill_wait`` measures it per placement and load).
+``round-robin`` placement ignores the workers' loads, so their backlogs drift apart: at the
+test's load (4,000 Poisson requests, ``--rate auto``) the ratio of a request's observed wait to
+the model's splits into two modes, most at 0.6-0.9 and 1.3-1.6, and the median the calibrator
+takes lands on either (``bench.bench_prefill_wait`` measures it per placement and load;
+docs/calibration.md, "Placement").
 
 ``--rate auto`` (default) takes the highest load on a 5 % bisection where ``right`` meets the
 SLO (TTFT 1 s, TPOT 50 ms) for at least 90 % of the requests. Printed: goodput, SLO attainment,
