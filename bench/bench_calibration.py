@@ -2,17 +2,27 @@
 
     PYTHONPATH=$PWD .venv/bin/python -m bench.bench_calibration \\
         [--fleet-profile qwen3-8b_h100_sxm_vllm_network] [--params qwen3-8b_h200_sxm_vllm_nvlink] \\
-        [--rate auto | R] [--trace CSV] [--max-requests N] [--refresh-every 50] [--json OUT]
+        [--rate auto | R] [--trace CSV] [--max-requests N] [--refresh-every 50] [--json OUT] \\
+        [--prefill-queue least-loaded | shared | round-robin]
 
-The fleet (conditional, 2 prefill + 6 decode GPUs, chunk the profile's largest) runs the step
-times of ``--fleet-profile``'s measured tables; the queue-aware policy decides with the params
-file ``--params`` (a different GPU and link: wrong). Four runs on the same requests:
+The fleet (conditional, 2 prefill + 6 decode GPUs, token budget the profile's largest chunk)
+runs the step times of ``--fleet-profile``'s measured tables; the queue-aware policy decides
+with the params file ``--params`` (a different GPU and link: wrong). Four runs on the same
+requests:
 
 - ``right``: queue-aware with the fleet's own params (``solver/data/params``, else a fit);
 - ``wrong``: queue-aware with ``--params``;
 - ``wrong+cal``: the same, recalibrated online from every finished request
   (``solver.sim.calibrating.CalibratingPolicy``, ``pdroute_core.calibration``);
 - ``right+cal``: the right params recalibrated (what calibration costs when nothing is wrong).
+
+The prefill pool places each prompt on its least-loaded worker by default: the placement the
+model's prefill inputs describe (the pool's waiting and running prompts shared by its GPUs).
+``round-robin`` placement ignores the workers' loads, so their backlogs drift apart: at the
+test's load (4,000 Poisson requests, ``--rate auto``) the ratio of a request's observed wait to
+the model's splits into two modes, most at 0.6-0.9 and 1.3-1.6, and the median the calibrator
+takes lands on either (``bench.bench_prefill_wait`` measures it per placement and load;
+docs/calibration.md, "Placement").
 
 ``--rate auto`` (default) takes the highest load on a 5 % bisection where ``right`` meets the
 SLO (TTFT 1 s, TPOT 50 ms) for at least 90 % of the requests. Printed: goodput, SLO attainment,
@@ -50,6 +60,7 @@ from solver.sim import (
 )
 from solver.sim.accuracy import PredictionError
 from solver.sim.calibrating import CalibratingPolicy
+from solver.sim.fleet import PREFILL_QUEUES
 from solver.sim.latency import StepLatency
 from solver.sim.records import SimRecords
 from solver.sim.workload import Workload
@@ -119,7 +130,12 @@ class Runs:
         profile = load_profile(path)
         self.latency = StepLatency(profile)
         self.fleet = FleetConfig(
-            "conditional", 2, 6, 0, max_num_batched_tokens=max(self.latency.max_chunk, 256)
+            "conditional",
+            2,
+            6,
+            0,
+            max_num_batched_tokens=max(self.latency.max_chunk, 256),
+            prefill_queue=args.prefill_queue,
         )
         self.right = QueueAwareModel(params_for(args.fleet_profile, profile))
         wrong_path = Path(args.params)
@@ -172,6 +188,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rate", default="auto", help="requests/s, or auto (module docstring)")
     parser.add_argument("--trace", type=Path, default=DEFAULT_TRACE)
     parser.add_argument("--max-requests", type=int)
+    parser.add_argument(
+        "--prefill-queue",
+        choices=PREFILL_QUEUES,
+        default="least-loaded",
+        help="the prefill pool's placement (module docstring)",
+    )
     parser.add_argument("--refresh-every", type=int, default=50, help="observations between model swaps")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)

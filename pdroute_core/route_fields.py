@@ -112,10 +112,17 @@ ROUTE_FIELDS: tuple[RouteField, ...] = (
         "when named, else 1 when omitted",
         default=DEFAULT_DECODE_BATCH_SIZE,
     ),
-    _f("chunk_size", "int", 1, MAX_CHUNK, "prefill chunk size", default=DEFAULT_CHUNK_SIZE),
+    _f(
+        "chunk_size", "int", 1, MAX_CHUNK,
+        "the engines' token budget per step (vLLM's max_num_batched_tokens), shared by the "
+        "step's decode tokens and its prefill chunk",
+        default=DEFAULT_CHUNK_SIZE,
+    ),
     _f(
         "prefill_queue_requests", "int", 0, MAX_LOAD,
-        "requests waiting (not started) for the prefill pool", default=0.0, **_ASSUMED_LOAD,
+        "requests waiting (not started) for the prefill pool (the model reads the pool as one "
+        "queue its GPUs share: right for a shared queue or load-balanced placement)",
+        default=0.0, **_ASSUMED_LOAD,
     ),
     _f(
         "prefill_queue_tokens", "int", 0, MAX_TOKENS, "prompt tokens of those waiting requests",

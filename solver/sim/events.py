@@ -109,6 +109,7 @@ class RunState:
         self.predicted: list[int] = np.asarray(predicted, dtype=np.int64).tolist()
         self.first_token = [float("nan")] * n
         self.finish = [float("nan")] * n
+        self.prefill_start = [float("nan")] * n  # when a prefill GPU started the request's pass
         self.is_disagg = [False] * n
         self.was_asked = [False] * n
         self.views: list[RouteView] = []  # what the gateway saw, per arrival
@@ -310,6 +311,7 @@ class RunState:
         lat = self.lat
         for g, rid in self.pool.take_startable():
             prompt = self.prompt[rid]
+            self.prefill_start[rid] = t
             self.num_prefill_forwards += 1
             if lat.is_extrapolated(prompt):
                 self.num_extrapolated_forwards += 1
@@ -341,6 +343,7 @@ class RunState:
             arrival_ms=np.asarray(self.arrival_ms, dtype=f64),
             first_token_ms=np.asarray(self.first_token, dtype=f64),
             finish_ms=np.asarray(self.finish, dtype=f64),
+            prefill_start_ms=np.asarray(self.prefill_start, dtype=f64),
             prompt_len=np.asarray(self.prompt, dtype=i64),
             output_len=np.asarray(self.output, dtype=i64),
             predicted_output_len=np.asarray(self.predicted, dtype=i64),

@@ -10,6 +10,8 @@ Times are milliseconds from the first arrival. Definitions used by every metric:
 - end-to-end latency = ``finish_ms - arrival_ms`` (the last token is out).
 - TPOT = ``(finish_ms - first_token_ms) / (output_len - 1)``: undefined (NaN) for one-token
   outputs, which are left out of TPOT statistics.
+- the prefill wait of a disaggregated request = ``prefill_start_ms - arrival_ms``: until its
+  pass starts on a prefill GPU (NaN for a collocated or shed request).
 - a shed request (the gateway dropped it, ``is_shed``) has no first token and no finish: its
   times are NaN, so every latency above is NaN for it and statistics leave it out.
 """
@@ -67,6 +69,7 @@ class SimRecords:
     arrival_ms: FloatArray
     first_token_ms: FloatArray
     finish_ms: FloatArray
+    prefill_start_ms: FloatArray  # when its pass started on a prefill GPU (NaN: none)
     prompt_len: IntArray
     output_len: IntArray  # tokens the request asked for
     predicted_output_len: IntArray  # what the policy was told
@@ -111,6 +114,11 @@ class SimRecords:
     @property
     def e2e_ms(self) -> FloatArray:
         return self.finish_ms - self.arrival_ms
+
+    @property
+    def prefill_wait_ms(self) -> FloatArray:
+        """Per-request wait for a prefill GPU (NaN unless it ran on one)."""
+        return self.prefill_start_ms - self.arrival_ms
 
     @property
     def tpot_ms(self) -> FloatArray:

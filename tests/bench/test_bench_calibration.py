@@ -25,12 +25,6 @@ def bench_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict[str, 
     return buffer.getvalue(), json.loads(out.read_text())
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="on the simulator that schedules as vLLM (token budget, decode-engine first token) the "
-    "calibrated wrong params serve less goodput than the uncalibrated ones (54.8 against 57.7/s on "
-    "this load); the cause is not yet found",
-)
 def test_bench_shows_calibration_correcting_wrong_params(bench_run: tuple[str, dict[str, Any]]) -> None:
     printed, doc = bench_run
     assert "wrong+cal" in printed and "ratios:" in printed
@@ -47,12 +41,6 @@ def test_bench_shows_calibration_correcting_wrong_params(bench_run: tuple[str, d
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="on the simulator that schedules as vLLM the right params' queue-wait correction settles "
-    "at 0.76 (the model over-predicts the prefill wait there); the cause is not yet found (a candidate: "
-    "the wait form assumes one shared prefill queue, this fleet places each request round-robin)",
-)
 def test_the_corrections_under_load_point_at_the_slower_gpu(bench_run: tuple[str, dict[str, Any]]) -> None:
     _, doc = bench_run
     runs = doc["runs"]

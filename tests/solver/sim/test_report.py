@@ -33,6 +33,7 @@ def records(
         arrival_ms=np.array(arrival),
         first_token_ms=np.array(first),
         finish_ms=np.array(finish),
+        prefill_start_ms=nan,
         prompt_len=ints + 10,
         output_len=np.array(output),
         predicted_output_len=np.array(output),

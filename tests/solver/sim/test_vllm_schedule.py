@@ -189,3 +189,24 @@ def test_topology_defaults_name_their_routers() -> None:
     assert FleetConfig().prefill_queue_discipline == "round-robin"
     assert FleetConfig("pools", 2, 4, 2).prefill_queue_discipline == "least-loaded"
     assert FleetConfig(prefill_queue="shared").prefill_queue_discipline == "shared"
+
+
+@pytest.mark.parametrize(
+    ("discipline", "waits"),
+    [
+        ("shared", [0.0, 0.0, 4.0, 26.0]),  # r2 takes the first worker free (r1's at 4 ms), r3 r0's
+        ("round-robin", [0.0, 0.0, 26.0, 4.0]),  # r2 behind r0 on worker 0, r3 behind r1
+    ],
+)
+def test_the_records_keep_each_prompts_wait_for_a_prefill_gpu(discipline: str, waits: list[float]) -> None:
+    fleet = FleetConfig(num_prefill=2, num_decode=1, prefill_queue=discipline, first_token="prefill-engine")
+    wl = Workload(np.zeros(4), np.array([1024, 64, 1024, 64]), np.ones(4, dtype=np.int64))
+    rec = run(StepLatency(P.make_convex_profile()), fleet, True, wl)
+    assert rec.prefill_wait_ms.tolist() == pytest.approx(waits, rel=1e-12)
+
+
+def test_a_collocated_request_has_no_prefill_wait(latency: StepLatency) -> None:
+    fleet = FleetConfig(num_prefill=1, num_decode=1, max_num_batched_tokens=512)
+    wl = Workload(np.array([0.0]), np.array([100]), np.array([3]))
+    rec = ClusterSimulation(fleet, latency, AlwaysCollocated()).run(wl, wl.output_len)
+    assert np.isnan(rec.prefill_wait_ms[0]) and not np.isnan(rec.ttft_ms[0])
