@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -31,9 +32,9 @@ class Source:
 
 
 def decider(
-    tmp_path: Path, params: Path, *, readings: dict[str, Reading], now: float = 10.0, **kw: object
+    tmp_path: Path, params: Path, *, readings: dict[str, Reading], now: float = 10.0, **kw: Any
 ) -> Decider:
-    settings = ProxySettings(engines_file=tmp_path / "unused.json", params_path=params, **kw)  # type: ignore[arg-type]
+    settings = ProxySettings(engines_file=tmp_path / "unused.json", params_path=params, **kw)
     store = ParamsStore(params, lambda: 0.0, model_name=settings.decision_model)
     return Decider(settings, store, Ledger(1.0), Source(FleetSnapshot(FLEET, readings)), lambda: now)
 

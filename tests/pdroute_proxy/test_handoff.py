@@ -8,12 +8,12 @@ import pytest
 
 from pdroute_proxy.handoff import Handoff, decode_request, prefill_request
 from pdroute_proxy.relay import Job
-from pdroute_proxy.settings import ProxySettings
+from pdroute_proxy.settings import KvConnector, ProxySettings
 from pdroute_proxy.upstream import UpstreamError
 
 
-def settings(tmp_path: Path, connector: str) -> ProxySettings:
-    return ProxySettings(engines_file=tmp_path / "e.json", kv_connector=connector, kv_block_size=16)  # type: ignore[arg-type]
+def settings(tmp_path: Path, connector: KvConnector) -> ProxySettings:
+    return ProxySettings(engines_file=tmp_path / "e.json", kv_connector=connector, kv_block_size=16)
 
 
 def answer(token: int, params: dict[str, object] | None = None) -> dict[str, object]:

@@ -40,7 +40,7 @@ def test_goodput_sends_a_hopeless_request_to_a_pool_already_past_its_target() ->
     a, b = latency.decide(HOPELESS), goodput.decide(HOPELESS)
     assert not a.meets_slo and not b.meets_slo and b.reason == "slo_none_feasible"
     # The premise: the pool's wait alone is past the TTFT target (the queued prompts miss it anyway).
-    assert b.prefill_wait_ms > HOPELESS.ttft_slo_ms  # type: ignore[operator]
+    assert HOPELESS.ttft_slo_ms is not None and b.prefill_wait_ms > HOPELESS.ttft_slo_ms
     # Latency counts the 40 queued prompts as victims and keeps it local; goodput does not.
     assert (a.decision, b.decision) == ("collocated", "disaggregated")
     assert b.objective == "goodput"
