@@ -11,6 +11,8 @@ JSON form (``schema_version`` 1)::
       "T_prefill": [{"prompt_len": 64, "ms": 3.1}, ...],
       "T_decode": [{"kv_len": 128, "batch": 1, "ms": 7.0}, ...],
       "T_interference": [{"chunk": 64, "decode_batch": 4, "ms": 0.9}, ...],
+      "T_chunk_prefix": [{"prefix_len": 2048, "chunk": 512, "ms": 13.8}, ...],   (optional)
+      "kv_capacity_tokens": 400000,                                              (optional)
       "p2p_bandwidth_GBps": 300.0,
       "bytes_per_token": 147456,
       "model_config": {...}, "device": {...}, "transfer_path": "nvlink",
@@ -99,9 +101,24 @@ class ProfileResult:
     T_mixed: Mapping[tuple[int, int], float] = field(default_factory=dict)
     T_baseline: Mapping[tuple[int, int], float] = field(default_factory=dict)
     interference_kv_len: int = 512  # kv_len of the decodes in the interference measurement
+    # (prefix_len, chunk) -> ms of one pass of ``chunk`` new tokens over a cached prefix.
+    T_chunk_prefix: Mapping[tuple[int, int], float] = field(default_factory=dict)
+    kv_capacity_tokens: int | None = None  # KV-cache tokens one engine instance holds
 
     def to_json_dict(self) -> dict[str, Any]:
-        """The JSON form (see the module docstring); keys sorted for a stable file."""
+        """The JSON form (see the module docstring); keys sorted for a stable file. The optional
+        ``T_chunk_prefix`` and ``kv_capacity_tokens`` are written only when known, so a profile
+        made without them reads and writes back byte for byte."""
+        out = self._required_json_dict()
+        if self.T_chunk_prefix:
+            out["T_chunk_prefix"] = [
+                {"prefix_len": k[0], "chunk": k[1], "ms": v} for k, v in sorted(self.T_chunk_prefix.items())
+            ]
+        if self.kv_capacity_tokens is not None:
+            out["kv_capacity_tokens"] = self.kv_capacity_tokens
+        return out
+
+    def _required_json_dict(self) -> dict[str, Any]:
         return {
             "schema_version": PROFILE_SCHEMA_VERSION,
             "T_prefill": [{"prompt_len": k, "ms": v} for k, v in sorted(self.T_prefill.items())],
@@ -191,6 +208,9 @@ def profile_from_json_dict(data: Any) -> ProfileResult:
             raise InvalidProfile(f"{key}: expected an object")
         dicts[key] = value
     kv = data.get("interference_kv_len", 512)
+    capacity = data.get("kv_capacity_tokens")
+    if capacity is not None:
+        capacity = _int_key(capacity, "kv_capacity_tokens")
     return ProfileResult(
         T_prefill=_table(data, "T_prefill", ("prompt_len",), required=True, allow_negative=False),
         T_decode=_table(data, "T_decode", ("kv_len", "batch"), required=True, allow_negative=False),
@@ -203,6 +223,10 @@ def profile_from_json_dict(data: Any) -> ProfileResult:
             data, "T_baseline", ("chunk", "decode_batch"), required=False, allow_negative=False
         ),
         interference_kv_len=_int_key(kv, "interference_kv_len"),
+        T_chunk_prefix=_table(
+            data, "T_chunk_prefix", ("prefix_len", "chunk"), required=False, allow_negative=False
+        ),
+        kv_capacity_tokens=capacity,
         p2p_bandwidth_GBps=_number(data["p2p_bandwidth_GBps"], "p2p_bandwidth_GBps"),
         bytes_per_token=bpt,
         transfer_path=str(data.get("transfer_path", "unknown")),
