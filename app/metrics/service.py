@@ -17,6 +17,7 @@ from app.metrics.loop import CounterChild, LoopCounter, LoopHistogram
 from app.metrics.output_length import OutputLearningMetrics
 from app.params_store import LoadedParams
 from pdroute_core.routing import RouteInputs, all_reasons
+from pdroute_core.routing.objective import ADMISSIONS
 from pdroute_core.routing.types import Breakdown
 
 # Predicted end-to-end latencies span ~10 ms (short prompt, few tokens) to minutes.
@@ -84,6 +85,13 @@ class Metrics:
             "pdroute_route_decisions",
             "Routing decisions made, by outcome and reason code (a bounded set: pdroute_core.routing).",
             ["decision", "reason"],
+            registry=registry,
+        )
+        self.admissions = LoopCounter(
+            "pdroute_route_admissions",
+            "What the queue-aware model advised a gateway to do with each request it decided: admit"
+            " (meets its targets), defer (misses them by no more than the model's error), shed.",
+            ["admission"],
             registry=registry,
         )
         self.http_requests = LoopCounter(
@@ -193,12 +201,16 @@ class Metrics:
         latency_d = self.predicted_latency.labels(path="disaggregated")
         system_load = self.system_load.labels()
         decode_batch = self.decode_batch.labels()
+        admissions = {a: self.admissions.labels(admission=a) for a in ADMISSIONS}
 
         def record(b: Breakdown, inputs: RouteInputs) -> None:
             child = decision_children.get((b.decision, b.reason))
             if child is None:
                 child = decision_child(b.decision, b.reason)
             child.inc()
+            admission = getattr(b, "admission", None)  # only the queue-aware model advises
+            if admission is not None:
+                admissions[admission].inc()
             t_c = b.t_collocated_ms
             t_d = b.t_disaggregated_ms
             latency_c.observe(t_c / 1000.0)

@@ -100,3 +100,45 @@ def test_unmatched_paths_share_one_label(live_server: LiveServer) -> None:
         m = scrape(c)
     assert value(m, "pdroute_http_requests_total", handler="unmatched", code="404") == 5
     assert not any("/random/" in dict(k[1]).get("handler", "") for k in m)
+
+
+def test_admissions_count_the_queue_aware_advice(
+    make_server: Callable[..., LiveServer], queue_aware_params_file: Path
+) -> None:
+    server = make_server(params_path=queue_aware_params_file, watch_params=False)
+    # A decode GPU with a long local backlog, and a prefill pool from idle to deep: admits, then
+    # sheds once neither path can make the TTFT target.
+    bodies = [
+        {
+            "prompt_len": L,
+            "system_load": 8,
+            "decode_batch_size": 8,
+            "pending_prefill_tokens": 60_000,
+            "decode_pending_prefill_tokens": 60_000,
+            "prefill_queue_requests": q,
+            "ttft_slo_ms": 300.0,
+            "tpot_slo_ms": 50.0,
+        }
+        for L in (256, 4096)
+        for q in (0, 4, 64)
+    ]
+    with server.client() as c:
+        before = scrape(c)
+        answers = [c.post("/route", json=body).json() for body in bodies]
+        untargeted = c.post("/route", json={"prompt_len": 100, "system_load": 0})  # admitted
+        assert untargeted.json()["admission"] == "admit"
+        after = scrape(c)
+    expected = {"admit": 1, "defer": 0, "shed": 0}
+    for a in answers:
+        expected[a["admission"]] += 1
+    assert expected["admit"] > 1 and expected["shed"] > 0  # the premise: both kinds occur
+    for admission, n in expected.items():
+        assert value(before, "pdroute_route_admissions_total", admission=admission) == 0
+        assert value(after, "pdroute_route_admissions_total", admission=admission) == n
+
+
+def test_the_design_model_gives_no_admission_advice(live_server: LiveServer) -> None:
+    with live_server.client() as c:
+        c.post("/route", json={"prompt_len": 5000, "system_load": 40})
+        m = scrape(c)
+    assert total(m, "pdroute_route_admissions_total") == 0
