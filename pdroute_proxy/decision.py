@@ -56,6 +56,8 @@ class Choice:
     sources: dict[str, str]  # input field -> PROXY, REQUEST, ASSUMED or scrape:<engine id>
     predicted_ttft_ms: float | None = None
     predicted_e2e_ms: float | None = None
+    admission: str | None = None  # the queue-aware model's advice: admit, defer or shed
+    predicted_lateness_ms: float = 0.0  # its chosen path's TTFT past the target (ms)
 
 
 def _rule_reason(policy: str, view: RouteView, path: Decision, settings: ProxySettings) -> str:
@@ -182,7 +184,17 @@ class Decider:
         if self.calibration is not None:
             model = self.calibration.model_for(loaded.params_id, model)
         b = model.decide(inputs)
-        return Choice(b.decision, b.reason, model.name, inputs, sources, b.chosen_ttft_ms, b.chosen_e2e_ms)
+        return Choice(
+            b.decision,
+            b.reason,
+            model.name,
+            inputs,
+            sources,
+            b.chosen_ttft_ms,
+            b.chosen_e2e_ms,
+            getattr(b, "admission", None),  # the design model advises nothing
+            getattr(b, "predicted_lateness_ms", 0.0),
+        )
 
 
 __all__ = ["ASSUMED", "COLLOCATED", "DISAGGREGATED", "PROXY", "REQUEST", "Choice", "Decider"]

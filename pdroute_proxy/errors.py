@@ -11,6 +11,17 @@ class NoEngine(ProxyError):
     """No engine of the fleet could serve the request (503)."""
 
 
+class Shed(ProxyError):
+    """The served model advises shedding the request and shedding is on (503, Retry-After)."""
+
+    def __init__(self, lateness_ms: float) -> None:
+        super().__init__(
+            f"the fleet is past capacity: this request is predicted {lateness_ms:.0f} ms past its TTFT"
+            " target, and serving it would cost requests that can still make theirs; retry later"
+        )
+        self.lateness_ms = lateness_ms
+
+
 class BadRequest(ProxyError):
     """The request cannot be served as sent (400); ``param`` names the field."""
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from pdroute_core.routing.objective import ADMISSIONS
+
 FALLBACK_CAUSES = (
     "no_prefill_engine",  # disaggregated chosen, but the fleet has no prefill engine up
     "prefill_down",  # the prefill engine refused the connection
@@ -21,7 +23,7 @@ FALLBACK_CAUSES = (
     "decode_error",  # ... answered an error before any token
     "decode_lost",  # ... died mid-answer: resumed elsewhere from the tokens already sent
 )
-OUTCOMES = ("ok", "client_error", "no_engine", "cancelled", "upstream_error")
+OUTCOMES = ("ok", "client_error", "no_engine", "shed", "cancelled", "upstream_error")
 TTFT_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 TPOT_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0)
 E2E_BUCKETS_S = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
@@ -43,9 +45,16 @@ class ProxyMetrics:
             ["cause"],
             registry=registry,
         )
+        self.admissions = Counter(
+            "pdroute_proxy_admissions",
+            "The served model's advice per decision: admit (meets its targets), defer (misses them by"
+            " at most the model's error), shed (refused when PDROUTE_ADMISSION_CONTROL=shed).",
+            ["admission"],
+            registry=registry,
+        )
         self.requests = Counter(
             "pdroute_proxy_requests",
-            "Client requests by endpoint and outcome (ok, client_error, no_engine, cancelled,"
+            "Client requests by endpoint and outcome (ok, client_error, no_engine, shed, cancelled,"
             " upstream_error).",
             ["endpoint", "outcome"],
             registry=registry,
@@ -81,6 +90,8 @@ class ProxyMetrics:
         self.in_flight = Gauge(
             "pdroute_proxy_in_flight_requests", "Client requests being served now.", registry=registry
         )
+        for admission in ADMISSIONS:
+            self.admissions.labels(admission=admission)
         for cause in FALLBACK_CAUSES:
             self.fallbacks.labels(cause=cause)
         for path in PATHS:

@@ -18,7 +18,7 @@ from typing import Any
 
 from app.learners.calibration import CalibrationState, Observed
 from app.learners.output_length import OutputLearningState
-from pdroute_proxy.errors import NoEngine, ProxyError
+from pdroute_proxy.errors import NoEngine, ProxyError, Shed
 from pdroute_proxy.metrics import ProxyMetrics
 from pdroute_proxy.relay import Job, Served
 
@@ -46,6 +46,8 @@ class Observer:
             outcome = "cancelled"
         elif isinstance(exc, NoEngine):
             outcome = "no_engine"
+        elif isinstance(exc, Shed):
+            outcome = "shed"
         elif isinstance(exc, ProxyError):
             outcome = "client_error"
         else:

@@ -6,7 +6,9 @@ first token is yielded at once; then the decode engine continues (``handoff``). 
 engine that is down, slow or failing means the request is prefilled on its decode engine
 instead; a decode engine that fails before its first token means the next engine by load;
 one that dies mid-answer means the next engine resumes from the prompt plus the tokens
-already sent. Only when no engine can serve anything is ``NoEngine`` raised (a 503). A client
+already sent. Only when no engine can serve anything is ``NoEngine`` raised (a 503); with
+``PDROUTE_ADMISSION_CONTROL=shed`` a request the served model advises to shed is refused
+before any engine is called (``Shed``, a 503 with Retry-After). A client
 that goes away cancels the generator, which closes the upstream requests (vLLM aborts them).
 """
 
@@ -21,8 +23,9 @@ import httpx
 
 from app.engines.config import Fleet
 from pdroute_core.routing import COLLOCATED, DISAGGREGATED, Decision
+from pdroute_core.routing.objective import SHED
 from pdroute_proxy.decision import Choice, Decider
-from pdroute_proxy.errors import NoEngine, UpstreamRejected
+from pdroute_proxy.errors import NoEngine, Shed, UpstreamRejected
 from pdroute_proxy.handoff import Handoff, decode_request, prefill_request
 from pdroute_proxy.ledger import Ledger
 from pdroute_proxy.metrics import ProxyMetrics
@@ -119,6 +122,10 @@ class Relay:
         self.metrics.decisions.labels(
             path=choice.path, reason=choice.reason, decided_by=choice.decided_by
         ).inc()
+        if choice.admission is not None:
+            self.metrics.admissions.labels(admission=choice.admission).inc()
+            if choice.admission == SHED and self.settings.admission_control == "shed":
+                raise Shed(choice.predicted_lateness_ms)
         served = job.served = Served(choice, choice.path, arrived, told_output_len=told)
         generated: list[int] = []
         handoff: Handoff | None = None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any
 
@@ -10,7 +11,9 @@ from fastapi import FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
 
 from app.http.errors import describe_validation_errors
-from pdroute_proxy.errors import BadRequest, NoEngine, UpstreamRejected
+from pdroute_proxy.errors import BadRequest, NoEngine, Shed, UpstreamRejected
+
+MAX_RETRY_AFTER_S = 60  # a Retry-After beyond a minute says nothing a client can use
 
 
 def error_body(message: str, kind: str, code: int, param: str | None = None) -> dict[str, Any]:
@@ -61,6 +64,12 @@ def answer_of(exc: Exception) -> Response:
     """The one mapping of the proxy's errors to HTTP answers."""
     if isinstance(exc, NoEngine):
         return json_response(error_body(f"no engine can serve this request: {exc}", "no_engine", 503), 503)
+    if isinstance(exc, Shed):
+        # The predicted lateness is how long the backlog ahead needs to drain: retry after it.
+        retry_after = min(MAX_RETRY_AFTER_S, max(1, math.ceil(exc.lateness_ms / 1000.0)))
+        answer = json_response(error_body(str(exc), "overloaded", 503), 503)
+        answer.headers["retry-after"] = str(retry_after)
+        return answer
     if isinstance(exc, BadRequest):
         return json_response(error_body(str(exc), "invalid_request_error", 400, exc.param), 400)
     if isinstance(exc, UpstreamRejected):
@@ -79,5 +88,5 @@ def install(app: FastAPI) -> None:
         return answer_of(exc)
 
     app.add_exception_handler(RequestValidationError, validation)
-    for kind in (NoEngine, BadRequest, UpstreamRejected):
+    for kind in (NoEngine, Shed, BadRequest, UpstreamRejected):
         app.add_exception_handler(kind, proxy_error)

@@ -21,6 +21,7 @@ POLICY_NAMES: tuple[PolicyName, ...] = (
     "threshold-queue",
 )
 KvConnector = Literal["example", "nixl"]
+AdmissionControl = Literal["off", "shed"]
 
 
 class ProxySettings(Settings):
@@ -76,3 +77,9 @@ class ProxySettings(Settings):
         description="an engine that refused a connection is tried last for this long (seconds)",
     )
     max_retries: int = Field(default=3, ge=0, le=64, description="decode engines tried after the first")
+    admission_control: AdmissionControl = Field(
+        default="off",
+        description="what the proxy does with the served model's admission advice: off (serve every"
+        " request; the advice is counted), shed (answer 503 with Retry-After to a request the model"
+        " says to shed: it cannot make its targets, and serving it costs requests that still can)",
+    )
