@@ -75,6 +75,8 @@ def test_panels_do_not_overlap(dashboard: dict[str, Any]) -> None:
         ("calibration corrections per term", "pdroute_calibration_correction"),
         ("calibration prediction error", "pdroute_calibration_prediction_error_ratio"),
         ("feedback outcomes", "pdroute_calibration_feedback_total"),
+        ("the service's admission advice", "pdroute_route_admissions_total"),
+        ("the proxy's admission advice", "pdroute_proxy_admissions_total"),
     ],
 )
 def test_dashboard_covers(dashboard: dict[str, Any], topic: str, metric: str) -> None:
