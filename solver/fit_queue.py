@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from itertools import combinations, pairwise
+from typing import Any
 
 from pdroute_core.queue_params import QueueAwareParams
 from solver.errors import FitError
@@ -91,13 +92,10 @@ def nonneg_lstsq(columns: Sequence[Sequence[float]], y: Sequence[float]) -> list
     return best[1] if best is not None else [0.0] * k
 
 
-def _fit_prefill(table: Mapping[int, float]) -> tuple[ParameterFit, float, float, float, float]:
-    lens = sorted(table)
-    attention = lens[-1] >= LONG_PROMPT_TOKENS  # else the attention term is not identifiable: 0
-    if len(lens) < 2:
-        raise FitError(f"T_prefill: need at least 2 prompt lengths for the prefill form, got {len(lens)}")
-    x = [float(n) for n in lens]
-    y = [table[n] for n in lens]
+def _search_prefill(
+    x: Sequence[float], y: Sequence[float], attention: bool
+) -> tuple[float, float, float, float, float] | None:
+    """``(sse, knee, floor, per_token, per_token_sq)`` of the best knee; ``None`` if none rises."""
     knees = {0.0, *x}
     for lo, hi in pairwise(x):
         knees.update(lo + (hi - lo) * i / KNEE_STEPS for i in range(1, KNEE_STEPS))
@@ -119,6 +117,17 @@ def _fit_prefill(table: Mapping[int, float]) -> tuple[ParameterFit, float, float
         )
         if best is None or sse < best[0]:
             best = (sse, knee, floor, per_token, scaled_sq * SQUARE_SCALE)
+    return best
+
+
+def _fit_prefill(table: Mapping[int, float]) -> tuple[ParameterFit, float, float, float, float]:
+    lens = sorted(table)
+    attention = lens[-1] >= LONG_PROMPT_TOKENS  # else the attention term is not identifiable: 0
+    if len(lens) < 2:
+        raise FitError(f"T_prefill: need at least 2 prompt lengths for the prefill form, got {len(lens)}")
+    x = [float(n) for n in lens]
+    y = [table[n] for n in lens]
+    best = _search_prefill(x, y, attention)
     fallback = best is None
     if best is None:
         # A table that never rises (timing noise on a CPU run): the design's slope through the origin.
@@ -135,7 +144,7 @@ def _fit_prefill(table: Mapping[int, float]) -> tuple[ParameterFit, float, float
         warnings.append(
             "the prefill time does not rise with the prompt: fixed cost 0, slope through the origin"
         )
-    diagnostics: dict[str, float | None] = {"prefill_floor_ms": floor, "prefill_knee_tokens": knee}
+    diagnostics: dict[str, Any] = {"prefill_floor_ms": floor, "prefill_knee_tokens": knee}
     method = "least squares of T_prefill = floor + per_token * max(0, L - knee), knee by search"
     if attention:
         method = (
@@ -143,6 +152,7 @@ def _fit_prefill(table: Mapping[int, float]) -> tuple[ParameterFit, float, float
             "(coefficients >= 0), knee by search"
         )
         diagnostics["prefill_ms_per_token_sq"] = sq
+        diagnostics["without_attention"] = _linear_prefill(x, y, lens)
     fit = ParameterFit(
         name="queue_aware.prefill",
         value=per_token,
@@ -154,6 +164,24 @@ def _fit_prefill(table: Mapping[int, float]) -> tuple[ParameterFit, float, float
         diagnostics=diagnostics,
     )
     return fit, floor, per_token, knee, sq
+
+
+def _linear_prefill(x: Sequence[float], y: Sequence[float], lens: Sequence[int]) -> dict[str, Any]:
+    """The form without the attention term on the same table: how much the term buys."""
+    best = _search_prefill(x, y, False)
+    if best is None:
+        return {}
+    _, knee, floor, per_token, _sq = best
+    fitted = [floor + per_token * max(0.0, v - knee) for v in x]
+    res = residuals_of([f"L={n}" for n in lens], y, fitted)
+    rel = [abs(r.relative) for r in res if r.relative is not None]
+    return {
+        "r_squared": r_squared(y, fitted),
+        "max_abs_relative_residual": max(rel) if rel else None,
+        "prefill_floor_ms": floor,
+        "prefill_ms_per_token": per_token,
+        "prefill_knee_tokens": knee,
+    }
 
 
 def _fit_decode(table: Mapping[tuple[int, int], float]) -> tuple[ParameterFit, list[float]]:
