@@ -75,7 +75,14 @@ def contributions(model: QueueAwareModel, x: RouteInputs, path: Decision) -> Con
         return Contributions(path, ttft, _tpot_terms(dis.tpot), x.predicted_output_len)
     col = model.collocated(v)
     busy = v.system_load > 0.0  # else prefill-only steps on an idle GPU
-    ttft = {"decode": col.steps_ms, "chunk": col.chunks_ms} if busy else {"prefill": col.ttft}
+    if busy:
+        ttft = {"decode": col.steps_ms, "chunk": col.chunks_ms}  # the chunks with their prefix term
+    elif col.prefix_ms > 0.0:
+        # One pass per chunk: the passes are prefills, their attention over the prompt before
+        # them is the chunk's prefix term (scaled by the chunk correction on both paths).
+        ttft = {"prefill": col.ttft - col.prefix_ms, "chunk": col.prefix_ms}
+    else:
+        ttft = {"prefill": col.ttft}
     return Contributions(path, ttft, _tpot_terms(col.tpot), x.predicted_output_len)
 
 
@@ -104,12 +111,14 @@ def calibrated_params(params: CostModelParams, k: Corrections) -> CostModelParam
         q,
         prefill_floor_ms=q.prefill_floor_ms * k.prefill,
         prefill_ms_per_token=q.prefill_ms_per_token * k.prefill,
+        prefill_ms_per_token_sq=q.prefill_ms_per_token_sq * k.prefill,
         decode_base_ms=q.decode_base_ms * k.decode,
         decode_ms_per_seq=q.decode_ms_per_seq * k.decode,
         decode_ms_per_context_token=q.decode_ms_per_context_token * k.decode,
         chunk_ms_per_token=q.chunk_ms_per_token * k.chunk,
         chunk_ms_per_token_sq=q.chunk_ms_per_token_sq * k.chunk,
         chunk_ms_per_token_seq=q.chunk_ms_per_token_seq * k.chunk,
+        chunk_ms_per_token_prefix=q.chunk_ms_per_token_prefix * k.chunk,
     )
     bandwidth = min(max(params.bandwidth_GBps / k.transfer, PARAM_MIN), PARAM_MAX)
     return dataclasses.replace(params, bandwidth_GBps=bandwidth, queue_aware=forms)

@@ -29,7 +29,8 @@ The rules (every time in ms; docs/fitting.md explains how to read the result):
   over every (chunk, decode batch) point. How well the router's load-scaled form
   ``gamma * chunk * min(B, batch_thresh) / batch_thresh`` matches the same grid is reported too.
 - ``bandwidth_GBps`` and ``bytes_per_token``: taken from the profile as they are.
-- the queue-aware model's forms (``queue_aware``, schema version 2): ``solver.fit_queue``.
+- the queue-aware model's forms (``queue_aware``, schema version 2): ``solver.fit_queue``, their
+  attention terms (from long prompts and ``T_chunk_prefix``) ``solver.fit_attention``.
 
 Sums use ``math.fsum`` (correctly rounded), so the same profile gives bit-identical parameters
 on any machine: regenerating a params file from its profile reproduces it byte for byte.
@@ -288,7 +289,11 @@ def fit_profile(
     beta, thresh = _fit_decode(profile.T_decode)
     gamma = _fit_gamma(profile.T_interference, thresh.value)
     bandwidth, bpt = _passed_through(profile)
-    queue_params, queue_fits = fit_queue_aware(profile.T_prefill, profile.T_decode, profile.T_interference)
+    if profile.T_chunk_prefix:
+        check_table("T_chunk_prefix", profile.T_chunk_prefix, 2, allow_negative=False)
+    queue_params, queue_fits = fit_queue_aware(
+        profile.T_prefill, profile.T_decode, profile.T_interference, profile.T_chunk_prefix
+    )
     fits = (alpha, beta, thresh, gamma, bandwidth, bpt, *queue_fits)
     prov = profile.provenance
     pid = profile_id(profile)

@@ -5,11 +5,12 @@ non-negative coefficients, solved from normal equations summed with ``math.fsum`
 profile refits to the same bits on any machine) and reported as one ``ParameterFit`` with R^2,
 every residual and the warnings of ``solver.fit_report.quality_warnings``:
 
-- ``queue_aware.prefill``: ``T_prefill(u) = floor + per_token * max(0, u - knee)``. For each
-  candidate knee (0, every measured prompt length, and 32 points between consecutive ones)
-  the two coefficients have a closed form; the knee with the least squared error wins. A
-  forward has a fixed cost (weights read, kernel launches) that the design's ``alpha * L``
-  cannot show; the knee is where the prompt starts to fill the GPU.
+- ``queue_aware.prefill``: ``T_prefill(u) = floor + per_token * max(0, u - knee) [+ per_token_sq
+  * u^2]``. For each candidate knee (0, every measured prompt length, and 32 points between
+  consecutive ones) the coefficients have a closed form; the knee with the least squared error
+  wins. A forward has a fixed cost (weights read, kernel launches) that the design's ``alpha *
+  L`` cannot show; the knee is where the prompt starts to fill the GPU. The bracket, attention,
+  only from a profile with prompts of ``solver.fit_attention.LONG_PROMPT_TOKENS`` or more.
 - ``queue_aware.decode_step``: ``T_decode(kv, B) = base + per_seq * B + per_ctx * (kv * B)``
   over every measured point: the step reads the weights once, does per-sequence work, and
   reads every running sequence's KV cache (``kv * B`` tokens).
@@ -18,6 +19,8 @@ every residual and the warnings of ``solver.fit_report.quality_warnings``:
   that the chunk cost does not depend on the decode batch: the same fit without the batch
   term, its R^2, and how much the batch term adds at the largest chunk between the smallest
   and the largest measured batch.
+- ``queue_aware.prefill_attention`` and ``queue_aware.chunk_prefix``: the attention terms
+  (``solver.fit_attention``), reported only where fitted or derived.
 """
 
 from __future__ import annotations
@@ -25,13 +28,21 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from itertools import combinations, pairwise
+from typing import Any
 
 from pdroute_core.queue_params import QueueAwareParams
 from solver.errors import FitError
+from solver.fit_attention import (
+    LONG_PROMPT_TOKENS,
+    fit_chunk_prefix,
+    long_context_check,
+    prefill_attention_fit,
+)
 from solver.fit_report import ParameterFit, quality_warnings, residuals_of
 from solver.lstsq import r_squared, slope_through_origin
 
 KNEE_STEPS = 32  # candidate knees between two measured prompt lengths
+SQUARE_SCALE = 2.0**-20  # the L^2 column in units of (1024 tokens)^2: an exact rescaling
 BATCH_DEPENDENCE_WARN = 0.25  # warn when the batch term moves the chunk cost by more than 25%
 
 
@@ -81,35 +92,51 @@ def nonneg_lstsq(columns: Sequence[Sequence[float]], y: Sequence[float]) -> list
     return best[1] if best is not None else [0.0] * k
 
 
-def _fit_prefill(table: Mapping[int, float]) -> tuple[ParameterFit, float, float, float]:
-    lens = sorted(table)
-    if len(lens) < 2:
-        raise FitError(f"T_prefill: need at least 2 prompt lengths for the prefill form, got {len(lens)}")
-    x = [float(n) for n in lens]
-    y = [table[n] for n in lens]
+def _search_prefill(
+    x: Sequence[float], y: Sequence[float], attention: bool
+) -> tuple[float, float, float, float, float] | None:
+    """``(sse, knee, floor, per_token, per_token_sq)`` of the best knee; ``None`` if none rises."""
     knees = {0.0, *x}
     for lo, hi in pairwise(x):
         knees.update(lo + (hi - lo) * i / KNEE_STEPS for i in range(1, KNEE_STEPS))
-    best: tuple[float, float, float, float] | None = None
+    squares = [v * v * SQUARE_SCALE for v in x]  # scaled by a power of 2 (exact) for the solve
+    best: tuple[float, float, float, float, float] | None = None
     for knee in sorted(knees):
         z = [max(0.0, v - knee) for v in x]
         if max(z) == 0.0:
             continue
-        floor, per_token = nonneg_lstsq([[1.0] * len(x), z], y)
+        if attention:
+            floor, per_token, scaled_sq = nonneg_lstsq([[1.0] * len(x), z, squares], y)
+        else:
+            (floor, per_token), scaled_sq = nonneg_lstsq([[1.0] * len(x), z], y), 0.0
         if per_token <= 0:
             continue
-        sse = math.fsum((yi - (floor + per_token * zi)) ** 2 for yi, zi in zip(y, z, strict=True))
+        sse = math.fsum(
+            (yi - (floor + per_token * zi + scaled_sq * si)) ** 2
+            for yi, zi, si in zip(y, z, squares, strict=True)
+        )
         if best is None or sse < best[0]:
-            best = (sse, knee, floor, per_token)
+            best = (sse, knee, floor, per_token, scaled_sq * SQUARE_SCALE)
+    return best
+
+
+def _fit_prefill(table: Mapping[int, float]) -> tuple[ParameterFit, float, float, float, float]:
+    lens = sorted(table)
+    attention = lens[-1] >= LONG_PROMPT_TOKENS  # else the attention term is not identifiable: 0
+    if len(lens) < 2:
+        raise FitError(f"T_prefill: need at least 2 prompt lengths for the prefill form, got {len(lens)}")
+    x = [float(n) for n in lens]
+    y = [table[n] for n in lens]
+    best = _search_prefill(x, y, attention)
     fallback = best is None
     if best is None:
         # A table that never rises (timing noise on a CPU run): the design's slope through the origin.
         per_token = slope_through_origin(x, y)
         if not per_token > 0:
             raise FitError("T_prefill: no positive per-token slope fits the prefill form")
-        best = (0.0, 0.0, 0.0, per_token)
-    _, knee, floor, per_token = best
-    fitted = [floor + per_token * max(0.0, v - knee) for v in x]
+        best = (0.0, 0.0, 0.0, per_token, 0.0)
+    _, knee, floor, per_token, sq = best
+    fitted = [floor + per_token * max(0.0, v - knee) + sq * (v * v) for v in x]
     r2 = r_squared(y, fitted)
     res = residuals_of([f"L={n}" for n in lens], y, fitted)
     warnings = quality_warnings("the prefill form", r2, res)
@@ -117,17 +144,44 @@ def _fit_prefill(table: Mapping[int, float]) -> tuple[ParameterFit, float, float
         warnings.append(
             "the prefill time does not rise with the prompt: fixed cost 0, slope through the origin"
         )
+    diagnostics: dict[str, Any] = {"prefill_floor_ms": floor, "prefill_knee_tokens": knee}
+    method = "least squares of T_prefill = floor + per_token * max(0, L - knee), knee by search"
+    if attention:
+        method = (
+            "least squares of T_prefill = floor + per_token * max(0, L - knee) + per_token_sq * L^2 "
+            "(coefficients >= 0), knee by search"
+        )
+        diagnostics["prefill_ms_per_token_sq"] = sq
+        diagnostics["without_attention"] = _linear_prefill(x, y, lens)
     fit = ParameterFit(
         name="queue_aware.prefill",
         value=per_token,
         unit="ms/token",
-        method="least squares of T_prefill = floor + per_token * max(0, L - knee), knee by search",
+        method=method,
         r_squared=r2,
         residuals=res,
         warnings=tuple(warnings),
-        diagnostics={"prefill_floor_ms": floor, "prefill_knee_tokens": knee},
+        diagnostics=diagnostics,
     )
-    return fit, floor, per_token, knee
+    return fit, floor, per_token, knee, sq
+
+
+def _linear_prefill(x: Sequence[float], y: Sequence[float], lens: Sequence[int]) -> dict[str, Any]:
+    """The form without the attention term on the same table: how much the term buys."""
+    best = _search_prefill(x, y, False)
+    if best is None:
+        return {}
+    _, knee, floor, per_token, _sq = best
+    fitted = [floor + per_token * max(0.0, v - knee) for v in x]
+    res = residuals_of([f"L={n}" for n in lens], y, fitted)
+    rel = [abs(r.relative) for r in res if r.relative is not None]
+    return {
+        "r_squared": r_squared(y, fitted),
+        "max_abs_relative_residual": max(rel) if rel else None,
+        "prefill_floor_ms": floor,
+        "prefill_ms_per_token": per_token,
+        "prefill_knee_tokens": knee,
+    }
 
 
 def _fit_decode(table: Mapping[tuple[int, int], float]) -> tuple[ParameterFit, list[float]]:
@@ -152,7 +206,11 @@ def _fit_decode(table: Mapping[tuple[int, int], float]) -> tuple[ParameterFit, l
         r_squared=r2,
         residuals=res,
         warnings=tuple(quality_warnings("the decode-step form", r2, res)),
-        diagnostics={"decode_ms_per_seq": coef[1], "decode_ms_per_context_token": coef[2]},
+        diagnostics={
+            "decode_ms_per_seq": coef[1],
+            "decode_ms_per_context_token": coef[2],
+            **long_context_check(res, [kv for kv, _ in keys]),
+        },
     )
     return fit, coef
 
@@ -208,11 +266,21 @@ def fit_queue_aware(
     t_prefill: Mapping[int, float],
     t_decode: Mapping[tuple[int, int], float],
     t_interference: Mapping[tuple[int, int], float],
-) -> tuple[QueueAwareParams, tuple[ParameterFit, ParameterFit, ParameterFit]]:
-    """The queue-aware forms and their three fits (module docstring); raises ``FitError``."""
-    prefill_fit, floor, per_token, knee = _fit_prefill(t_prefill)
+    t_chunk_prefix: Mapping[tuple[int, int], float] | None = None,
+) -> tuple[QueueAwareParams, tuple[ParameterFit, ...]]:
+    """The queue-aware forms and their fits (module docstring): the prefill, decode-step and
+    chunk forms', then the attention terms' where they are fitted or derived (none for a profile
+    without long prompts or ``T_chunk_prefix``: its fits are the ones before those terms, bit for
+    bit); raises ``FitError``."""
+    prefill_fit, floor, per_token, knee, sq = _fit_prefill(t_prefill)
     decode_fit, dec = _fit_decode(t_decode)
     chunk_fit, chk = _fit_chunk(t_interference)
+    attention: list[ParameterFit] = []
+    if max(t_prefill) >= LONG_PROMPT_TOKENS:
+        attention.append(prefill_attention_fit(prefill_fit, t_prefill, sq))
+    prefix_fit, prefix = fit_chunk_prefix(t_chunk_prefix or {}, sq)
+    if prefix_fit is not None:
+        attention.append(prefix_fit)
     params = QueueAwareParams(
         prefill_floor_ms=floor,
         prefill_ms_per_token=per_token,
@@ -223,5 +291,7 @@ def fit_queue_aware(
         chunk_ms_per_token=chk[0],
         chunk_ms_per_token_sq=chk[1],
         chunk_ms_per_token_seq=chk[2],
+        prefill_ms_per_token_sq=sq,
+        chunk_ms_per_token_prefix=prefix,
     )
-    return params, (prefill_fit, decode_fit, chunk_fit)
+    return params, (prefill_fit, decode_fit, chunk_fit, *attention)

@@ -8,6 +8,20 @@ Nothing random, nothing from the clock:
 the file it writes (``conformance/vectors-v1.json``, by ``pdroute conformance``) is the same
 byte for byte on every run, and a test checks the shipped one is current.
 
+Besides the shipped params files, ``TEST_PARAMS`` are params for the vectors alone, kept beside
+them in ``conformance/params/``: ``qwen3-8b_h100_sxm_vllm_nvlink_32k`` is Qwen3-8B on H100 SXM
+(vLLM 0.24.0, NVLink) profiled to 32k-token prompts, so its forms carry the attention terms
+(``prefill_ms_per_token_sq``, ``chunk_ms_per_token_prefix``, derived); it is made by::
+
+    pdroute profile --source aiconfigurator --model Qwen/Qwen3-8B --system h100_sxm --backend vllm \
+        --backend-version 0.24.0 --transfer nvlink --tp 1 \
+        --prompt-lens 64,128,256,512,1024,2048,4096,8192,16384,32768 \
+        --kv-lens 128,512,1024,2048,4096,8192,16384,32768 --batch-sizes 1,4,8,16,32,64,128,256 \
+        --decode-batches 4,8,16,32,64,128,256 -o long.json
+    pdroute fit long.json -o conformance/params/qwen3-8b_h100_sxm_vllm_nvlink_32k.json
+
+Under those params the requests include ``LONG_CONTEXT`` (prompts of 16k to 32k tokens) too.
+
 Which requests: a few written by hand (the bare minimum, each optional input missing), then,
 from a fixed grid of candidates, the first to give each (reason, decision, meets_slo) not yet
 seen under that configuration, so every reason each model can give is exercised. Under a
@@ -47,6 +61,9 @@ SHIPPED_PARAMS = (
     "qwen3-8b_h100_sxm_vllm_network",
     "qwen3-32b_h100_sxm_vllm_tp2_nvlink",
 )
+# Params for the vectors alone (the module docstring), beside the vectors in conformance/params/.
+TEST_PARAMS = ("qwen3-8b_h100_sxm_vllm_nvlink_32k",)
+TEST_PARAMS_DIR = Path(__file__).resolve().parents[2] / "conformance" / "params"
 TOLERANCE = {
     "decision": "exact",
     "reason": "exact",
@@ -126,6 +143,14 @@ CONFIGS = (
         )
         for name in SHIPPED_PARAMS
     ),
+    # The attention terms: the long-context params, plain and under targets a long prompt can meet.
+    *(ServiceConfig(name, "queue-aware") for name in TEST_PARAMS),
+    *(
+        ServiceConfig(
+            name, "queue-aware", objective=GOODPUT, default_ttft_slo_ms=8000.0, default_tpot_slo_ms=50.0
+        )
+        for name in TEST_PARAMS
+    ),
 )
 
 # Written by hand: the bare minimum (every optional input missing), then one input at a time.
@@ -171,6 +196,43 @@ HAND_PICKED: tuple[dict[str, Any], ...] = (
         "decode_pending_prefill_tokens": 30_000,
     },
 )
+
+
+# Long prompts, where the attention terms weigh: idle and busy GPUs, a backlog, a prefix hit, a
+# busy prefill pool, and targets only one path meets.
+LONG_CONTEXT: tuple[dict[str, Any], ...] = (
+    {"prompt_len": 32768, "system_load": 0},
+    {"prompt_len": 16384, "system_load": 0, "chunk_size": 2048, "pending_prefill_tokens": 0},
+    {"prompt_len": 32768, "system_load": 32, "chunk_size": 512, "pending_prefill_tokens": 1000},
+    {"prompt_len": 24000, "system_load": 16, "cached_prompt_tokens": 16000, "prefill_queue_requests": 0},
+    {
+        "prompt_len": 32768,
+        "system_load": 64,
+        "decode_batch_size": 8,
+        "decode_context_tokens": 200_000,
+        "chunk_size": 2048,
+        "prefill_queue_requests": 2,
+        "prefill_queue_tokens": 50_000,
+        "prefill_pool_gpus": 2,
+        "prefill_running_requests": 2,
+        "prefill_running_tokens": 60_000,
+    },
+    {"prompt_len": 32768, "system_load": 8, "ttft_slo_ms": 1500.0, "tpot_slo_ms": 30.0},
+    {
+        "prompt_len": 32768,
+        "system_load": 64,
+        "predicted_output_len": 16,
+        "ttft_slo_ms": 10.0,
+        "tpot_slo_ms": 30.0,
+    },
+)
+
+
+def params_path(name: str) -> Path:
+    """The file of a params name of the vectors: a shipped one, or one of ``TEST_PARAMS``."""
+    if name in TEST_PARAMS:
+        return TEST_PARAMS_DIR / f"{name}.json"
+    return embedded_params_path().with_name(f"{name}.json")
 
 
 def _table_requests(config: ServiceConfig) -> list[dict[str, Any]]:
@@ -223,7 +285,7 @@ def _candidates() -> list[dict[str, Any]]:
 
 
 def _params(name: str) -> CostModelParams:
-    return load_params(embedded_params_path().with_name(f"{name}.json"))
+    return load_params(params_path(name))
 
 
 def _expected(config: ServiceConfig, params: CostModelParams, requests: list[dict[str, Any]]) -> list[Any]:
@@ -258,12 +320,13 @@ def _key(config: ServiceConfig, answer: dict[str, Any]) -> tuple[Any, ...]:
 
 def build_vectors() -> dict[str, Any]:
     """The whole conformance document (see the module docstring)."""
-    params = {name: _params(name) for name in SHIPPED_PARAMS}
+    params = {name: _params(name) for name in (*SHIPPED_PARAMS, *TEST_PARAMS)}
     candidates = _candidates()
     vectors = []
     for config in CONFIGS:
         p = params[config.params]
-        chosen = [*HAND_PICKED, *_table_requests(config)]
+        long = LONG_CONTEXT if config.params in TEST_PARAMS else ()
+        chosen = [*HAND_PICKED, *long, *_table_requests(config)]
         answers = _expected(config, p, chosen)
         seen = {_key(config, a) for a in answers}
         for body, answer in zip(candidates, _expected(config, p, candidates), strict=True):

@@ -5,9 +5,14 @@ harm the path does to other requests, then decides on ``own e2e + w * harm`` und
 request's TTFT/TPOT targets. Step-time forms (``pdroute_core.queue_params``, fitted from the profile
 by ``solver.fit_queue``)::
 
-    T_P(u)  = prefill_floor + prefill_per_token * max(0, u - knee)      a prefill of u tokens
+    T_P(u)  = prefill_floor + prefill_per_token * max(0, u - knee) + prefill_per_token_sq * u^2
     s(B, K) = decode_base + decode_per_seq * B + decode_per_ctx * K     a decode step
     f(c, B) = c * (chunk_per_token + chunk_per_token_sq * c + chunk_per_token_seq * B)
+    e       = chunk_per_token_prefix: a c-token chunk over a p-token prefix adds e * c * p
+
+``T_P`` is a prefill of u tokens; its last term and ``e`` are attention (a causal pass over u
+tokens scores u^2 / 2 token pairs, a chunk over a prefix c * p more), both 0 in a params file
+that predates them, where every answer keeps its bits.
 
 Inputs (``RouteInputs``): L prompt, O predicted output, B / K decodes and their context on the
 collocation GPU, B' / K' on the decode GPU, c chunk, P prompt tokens pending prefill on the
@@ -23,17 +28,24 @@ prefill chunk, so beside B decodes a step carries ``c_B = max(1, c - B)`` prompt
 Collocated (the prompt is prefilled in chunks between the running decodes, after P)::
 
     u = L - h;  c_B = max(1, c - B);  n = ceil((P + u) / c_B);  rest = P + u - (n - 1) * c_B
-    TTFT_c = n * s(B, K) + (n - 1) * f(c_B, B) + f(rest, B)   if B > 0   (each chunk costs a whole step)
-           = (n - 1) * T_P(c) + T_P(rest)                      if B = 0   (one pass per chunk)
+    TTFT_c = n * s(B, K) + (n - 1) * f(c_B, B) + f(rest, B) + A   if B > 0   (each chunk costs a whole step)
+           = (n - 1) * T_P(c) + T_P(rest) + A                      if B = 0   (one pass per chunk)
+    A      = e * sum_k s_k * p_k = e * (h * u + (u^2 - sum_k s_k^2) / 2)     (exact)
     TPOT_c = min(s / (1 - rho), s + f)                 s = s(B + 1, K + L + O/2), f = f(c_(B+1), B + 1)
     rho    = max(0, min(R * f / c_(B+1) / 1000, f / (s + f)))   R: recent prefill rate (tokens/s)
-    harm_c = B * u * f(c_B, B) / c_B  +  B * (O - 1) * (decode_per_seq + decode_per_ctx * (L + O/2))
+    harm_c = B * u * f(c_B, B) / c_B  +  B * A  +  B * (O - 1) * (decode_per_seq + decode_per_ctx * (L + O/2))
+
+``A`` is what this prompt's chunks add by attending over the prompt before them: its u tokens
+enter the stream of c_B-token steps after the P pending ones, in pieces s_k (the first fills what
+its step has left, then whole steps, then the rest), piece k over p_k = h + the pieces before it.
+The pending prompts' own chunks attend over their prompts too, but their lengths are not
+reported: their prefix term is not modelled (nor that of the later prompts in ``rho``).
 
 The P tokens pending here are queued ahead of this prompt (FCFS chunked prefill): they are all
 prefilled before its first token, so none of its decode steps carries their chunks (later
 prompts stay in ``rho``). The first harm term is what the running decodes wait for this
-prompt's chunks: every chunk step is longer by f for each of them. The second is the slower
-decode step they share once this request decodes beside them.
+prompt's chunks: every chunk step is longer by f (and its piece of A) for each of them. The
+second is the slower decode step they share once this request decodes beside them.
 
 Disaggregated (a prefill GPU, then the KV cache over the link)::
 
@@ -51,6 +63,9 @@ request at its next step boundary (half a step away on average), sees the KV at 
 after (one step of its B' decodes, with a chunk when prompts are pending there), and its first
 decode step, with the request in it, makes the token: ``F_d``. An idle decode GPU starts at once.
     harm_d = q * T_P(L) / G  +  B' * (O - 1) * (decode_per_seq + decode_per_ctx * (L + O/2))
+
+``T_P`` of the queue's mean prompt stands for the mean of their prefills; with an attention term
+(convex in u) it is at most that mean, by ``prefill_per_token_sq`` times the prompts' variance.
 
 When every prefill GPU is busy, the first frees after about ``t_run / (G + 1)`` (the least of G
 residual service times), then the queue drains G at a time. Running prefills are size-biased
@@ -78,10 +93,10 @@ request cannot make its targets, ``meets_slo`` is false (the gateway may shed it
 where it uses less of the other requests' target budgets (ties collocate)::
 
     D = max(1, O - 1);  slower = decode_per_seq + decode_per_ctx * (L + O/2)
-    budget_c = B * (u * f(c_B, B) / (c_B D) + slower) / tpot_slo
+    budget_c = B * (u * f(c_B, B) / (c_B D) + A / D + slower) / tpot_slo
     budget_d = q * T_P(L) / (G * ttft_slo) + B' * slower / tpot_slo
 
-Its chunks delay each running decode by ``u f / c`` in all, spread over its remaining steps
+Its chunks delay each running decode by ``u f / c + A`` in all, spread over its remaining steps
 (this request's ``D`` standing for theirs, as in ``harm``), and its joining slows their every
 step by ``slower``: a share of their TPOT target. Each prefill that queues behind it on the pool
 starts ``T_P(L) / G`` later: a share of its TTFT target. Its own target is lost either way.
@@ -164,13 +179,14 @@ class Collocated(NamedTuple, Generic[V]):
     chunk_tokens: V  # c_B = max(1, c - B): the prefill tokens a step carries beside B decodes
     chunk: V  # f(c_B, B): a full chunk's addition to a step of the running decodes
     steps_ms: V  # in_flight + n * s(B, K) with decodes running, else 0
-    chunks_ms: V  # (n - 1) * f(c_B, B) + f(rest, B) with decodes running, else 0
+    chunks_ms: V  # (n - 1) * f(c_B, B) + f(rest, B) + the prefix term with decodes running, else 0
     ttft: V
     backlog: V  # the share spent on the prompts pending ahead
     own: V  # the share spent on this prompt
     n: V  # chunk steps
     tpot: TpotTerms[V]
     e2e: V
+    prefix_ms: V  # what this prompt's chunks add by attending over the prompt before them
 
 
 class Disaggregated(NamedTuple, Generic[V]):
@@ -288,23 +304,26 @@ class QueueAwareModel:
         n = math.ceil(total / cb)
         rest = total - (n - 1.0) * cb
         chunk = fm.chunk_ms(cb, B)
+        # Its chunks attend over the prompt before them (the cached tokens, its earlier chunks).
+        prefix = fm.prefix_ms(P, u, cb, L - u)
         if B > 0.0:
             step = fm.step_ms(B, v.colloc_context_tokens)
             in_flight = 0.5 * step
             steps_ms = in_flight + n * step
             last = fm.chunk_ms(rest, B)
-            chunks_ms = (n - 1.0) * chunk + last
-            ttft = steps_ms + (n - 1.0) * chunk + last  # (each chunk costs a whole step)
+            chunks_ms = (n - 1.0) * chunk + last + prefix
+            base = steps_ms + (n - 1.0) * chunk + last  # (each chunk costs a whole step)
         else:
             in_flight = steps_ms = chunks_ms = 0.0
-            ttft = (n - 1.0) * fm.prefill_ms(cb) + fm.prefill_ms(rest)  # one pass per chunk
-        backlog = in_flight + (ttft - in_flight) * (P / total)
+            base = (n - 1.0) * fm.prefill_ms(cb) + fm.prefill_ms(rest)  # one pass per chunk
+        ttft = base + prefix
+        backlog = in_flight + (base - in_flight) * (P / total)
         # The prompts pending here are prefilled before this one (FCFS chunks): none of its decode steps.
         context = v.colloc_context_tokens + L + 0.5 * out
         tpot = fm.tpot(B + 1.0, context, 0.0, max(1.0, c - B - 1.0), v.colloc_prefill_tokens_per_s)
         e2e = ttft + (out - 1.0) * tpot.tpot
         return Collocated(
-            u, cb, chunk, steps_ms, chunks_ms, ttft, backlog, ttft - backlog, float(n), tpot, e2e
+            u, cb, chunk, steps_ms, chunks_ms, ttft, backlog, ttft - backlog, float(n), tpot, e2e, prefix
         )
 
     def collocated_many(self, v: Resolved[FloatArray]) -> Collocated[FloatArray]:
@@ -323,20 +342,24 @@ class QueueAwareModel:
         n = np.ceil(total / cb)
         rest = total - (n - 1.0) * cb
         chunk = fm.chunk_ms(cb, B)
+        prefix = fm.prefix_ms_many(P, u, cb, L - u)
         busy = B > 0.0
         step = fm.step_ms(B, v.colloc_context_tokens)
         in_flight = np.where(busy, 0.5 * step, 0.0)
         steps_ms = np.where(busy, in_flight + n * step, 0.0)
         last = fm.chunk_ms(rest, B)
-        chunks_ms = np.where(busy, (n - 1.0) * chunk + last, 0.0)
+        chunks_ms = np.where(busy, (n - 1.0) * chunk + last + prefix, 0.0)
         idle = (n - 1.0) * fm.prefill_ms_many(cb) + fm.prefill_ms_many(rest)
-        ttft = np.where(busy, steps_ms + (n - 1.0) * chunk + last, idle)
-        backlog = in_flight + (ttft - in_flight) * (P / total)
+        base = np.where(busy, steps_ms + (n - 1.0) * chunk + last, idle)
+        ttft = base + prefix
+        backlog = in_flight + (base - in_flight) * (P / total)
         context = v.colloc_context_tokens + L + 0.5 * out
         c_next = np.maximum(1.0, c - B - 1.0)
         tpot = fm.tpot_many(B + 1.0, context, np.zeros_like(L), c_next, v.colloc_prefill_tokens_per_s)
         e2e = ttft + (out - 1.0) * tpot.tpot
-        return Collocated(u, cb, chunk, steps_ms, chunks_ms, ttft, backlog, ttft - backlog, n, tpot, e2e)
+        return Collocated(
+            u, cb, chunk, steps_ms, chunks_ms, ttft, backlog, ttft - backlog, n, tpot, e2e, prefix
+        )
 
     def disaggregated(self, v: Resolved[float]) -> Disaggregated[float]:
         """The disaggregated path: a wait for the prefill pool, the prefill, the transfer, and
@@ -424,7 +447,10 @@ class QueueAwareModel:
         slower = self.forms.decode_ms_per_seq + self.forms.decode_ms_per_context_token * (L + 0.5 * out)
         join = (out - 1.0) * slower  # a running decode's slower steps once this one joins
         # Harm is priced by how close its victims run to their targets (1 without a target).
-        harm_c = _pressure(tpot_c, tpot_slo) * (B * col.u * col.chunk / col.chunk_tokens + B * join)
+        # Its chunk steps are longer for each running decode: by f per chunk and the prefix term.
+        harm_c = _pressure(tpot_c, tpot_slo) * (
+            B * col.u * col.chunk / col.chunk_tokens + B * col.prefix_ms + B * join
+        )
         queue_harm = q * dis.prefill / G
         harm_d = _pressure(dis.ttft, ttft_slo) * queue_harm + _pressure(tpot_d, tpot_slo) * (Bd * join)
         cost_c = col.e2e + w * harm_c
@@ -466,7 +492,8 @@ class QueueAwareModel:
             # (the chunks' delay over D steps and the slower shared step), each prefill queued
             # behind it on the pool its TTFT target (the module docstring).
             D = max(1.0, out - 1.0)
-            budget_c = B * (col.u * col.chunk / (col.chunk_tokens * D) + slower) / tpot_slo
+            chunks = col.u * col.chunk / (col.chunk_tokens * D) + col.prefix_ms / D
+            budget_c = B * (chunks + slower) / tpot_slo
             budget_d = q * dis.prefill / (G * ttft_slo) + Bd * slower / tpot_slo
             if self.is_goodput:  # only the victims still on time (pdroute_core.routing.objective)
                 queue_ttft = dis.ttft - dis.remote  # the wait and the decode engine's first steps
@@ -502,7 +529,9 @@ class QueueAwareModel:
         tpot_c, tpot_d = col.tpot.tpot, dis.tpot.tpot
         slower = self.forms.decode_ms_per_seq + self.forms.decode_ms_per_context_token * (L + 0.5 * out)
         join = (out - 1.0) * slower
-        harm_c = _pressure_many(tpot_c, tpot_slo) * (B * col.u * col.chunk / col.chunk_tokens + B * join)
+        harm_c = _pressure_many(tpot_c, tpot_slo) * (
+            B * col.u * col.chunk / col.chunk_tokens + B * col.prefix_ms + B * join
+        )
         queue_harm = q * dis.prefill / G
         harm_d = _pressure_many(dis.ttft, ttft_slo) * queue_harm + _pressure_many(tpot_d, tpot_slo) * (
             Bd * join
@@ -515,7 +544,8 @@ class QueueAwareModel:
         close = np.abs(cost_d - cost_c) <= self.slo_margin * np.minimum(cost_c, cost_d)
         by_cost = np.where(close, dis.ttft < col.ttft, cost_d < cost_c)
         D = np.maximum(1.0, out - 1.0)
-        budget_c = B * (col.u * col.chunk / (col.chunk_tokens * D) + slower) / tpot_slo
+        chunks = col.u * col.chunk / (col.chunk_tokens * D) + col.prefix_ms / D
+        budget_c = B * (chunks + slower) / tpot_slo
         budget_d = q * dis.prefill / (G * ttft_slo) + Bd * slower / tpot_slo
         if self.is_goodput:
             queue_ttft = dis.ttft - dis.remote

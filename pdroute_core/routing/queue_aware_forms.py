@@ -9,6 +9,7 @@ forms meet). ``step_ms`` and ``chunk_ms`` are plain arithmetic and take either.
 
 from __future__ import annotations
 
+import math
 from typing import Generic, NamedTuple, TypeVar
 
 import numpy as np
@@ -45,16 +46,51 @@ class QueueAwareForms:
         self.chunk_ms_per_token = float(q.chunk_ms_per_token)
         self.chunk_ms_per_token_sq = float(q.chunk_ms_per_token_sq)
         self.chunk_ms_per_token_seq = float(q.chunk_ms_per_token_seq)
+        self.prefill_ms_per_token_sq = float(q.prefill_ms_per_token_sq)
+        self.chunk_ms_per_token_prefix = float(q.chunk_ms_per_token_prefix)
         self.transfer_ms_per_token = float(params.bytes_per_token) / (float(params.bandwidth_GBps) * 1e6)
 
     def prefill_ms(self, tokens: float) -> float:
-        """``T_P(u)``: a prefill of ``tokens`` prompt tokens on an idle GPU (ms)."""
-        return self.prefill_floor_ms + self.prefill_ms_per_token * max(0.0, tokens - self.prefill_knee_tokens)
+        """``T_P(u)``: a prefill of ``tokens`` prompt tokens on an idle GPU (ms); its attention
+        term ``prefill_ms_per_token_sq * u^2`` adds exactly 0.0 when that is 0 (the bits before it)."""
+        excess = max(0.0, tokens - self.prefill_knee_tokens)
+        linear = self.prefill_floor_ms + self.prefill_ms_per_token * excess
+        return linear + self.prefill_ms_per_token_sq * (tokens * tokens)
 
     def prefill_ms_many(self, tokens: FloatArray) -> FloatArray:
         """``prefill_ms`` of each element."""
         excess = np.maximum(0.0, tokens - self.prefill_knee_tokens)
-        result: FloatArray = self.prefill_floor_ms + self.prefill_ms_per_token * excess
+        linear = self.prefill_floor_ms + self.prefill_ms_per_token * excess
+        result: FloatArray = linear + self.prefill_ms_per_token_sq * (tokens * tokens)
+        return result
+
+    def prefix_ms(self, ahead: float, tokens: float, chunk: float, cached: float) -> float:
+        """What the chunks of a prompt's ``tokens`` new tokens add by attending over the prompt
+        before them (ms): ``chunk_ms_per_token_prefix * sum_k s_k p_k``. They enter a stream of
+        ``chunk``-token steps after ``ahead`` tokens (the first piece fills what its step has
+        left), and piece ``k`` of ``s_k`` tokens sits over ``p_k`` = the ``cached`` tokens and
+        the pieces before it: ``sum_k s_k p_k = cached * u + (u^2 - sum_k s_k^2) / 2``, exact."""
+        offset = ahead - float(math.floor(ahead / chunk)) * chunk
+        first = min(tokens, chunk - offset)
+        rest = tokens - first
+        full = float(math.floor(rest / chunk))
+        last = rest - full * chunk
+        squares = first * first + full * (chunk * chunk) + last * last
+        pairs = cached * tokens + 0.5 * (tokens * tokens - squares)
+        return self.chunk_ms_per_token_prefix * pairs
+
+    def prefix_ms_many(
+        self, ahead: FloatArray, tokens: FloatArray, chunk: FloatArray, cached: FloatArray
+    ) -> FloatArray:
+        """``prefix_ms`` of each element."""
+        offset = ahead - np.floor(ahead / chunk) * chunk
+        first = np.minimum(tokens, chunk - offset)
+        rest = tokens - first
+        full = np.floor(rest / chunk)
+        last = rest - full * chunk
+        squares = first * first + full * (chunk * chunk) + last * last
+        pairs = cached * tokens + 0.5 * (tokens * tokens - squares)
+        result: FloatArray = self.chunk_ms_per_token_prefix * pairs
         return result
 
     def step_ms(self, batch: V, context_tokens: V) -> V:

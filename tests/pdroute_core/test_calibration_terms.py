@@ -24,10 +24,13 @@ from tests.factories import FORMS as ROUND_FORMS
 from tests.factories import TEST_PARAMS
 
 FORMS = {**ROUND_FORMS, "chunk_ms_per_token_sq": 1e-6, "chunk_ms_per_token_seq": 1e-5}
+# The attention terms (a prefill's and a chunk's over its prefix), of the order a 32k fit gives.
+ATTENTION = {"prefill_ms_per_token_sq": 4e-7, "chunk_ms_per_token_prefix": 8e-7}
 
 
-def _model() -> QueueAwareModel:
-    doc: dict[str, Any] = {**TEST_PARAMS, "schema_version": 2, "queue_aware": FORMS}
+def _model(attention: bool = False) -> QueueAwareModel:
+    forms = {**FORMS, **ATTENTION} if attention else FORMS
+    doc: dict[str, Any] = {**TEST_PARAMS, "schema_version": 2, "queue_aware": forms}
     return QueueAwareModel(params_from_dict(doc))
 
 
@@ -58,14 +61,14 @@ def _predicted(k: Corrections, parts: dict[str, float]) -> float:
 
 
 @settings(max_examples=300, deadline=None)
-@given(x=inputs, k=corrections)
+@given(x=inputs, k=corrections, attention=st.booleans())
 def test_contributions_times_corrections_are_the_calibrated_models_prediction(
-    x: RouteInputs, k: Corrections
+    x: RouteInputs, k: Corrections, attention: bool
 ) -> None:
     # The decode GPU's pending tokens drain during TTFT_d, which the corrections move: without
     # them the split is linear in k (with them: test_at_identity_the_split_sums_to_the_prediction).
     x = dataclasses.replace(x, decode_pending_prefill_tokens=None)
-    raw = _model()
+    raw = _model(attention)
     cal = calibrated_model(raw, k)
     b = cal.decide(x)
     for path, ttft, tpot in (
@@ -78,20 +81,20 @@ def test_contributions_times_corrections_are_the_calibrated_models_prediction(
 
 
 @settings(max_examples=100, deadline=None)
-@given(x=inputs)
-def test_identity_corrections_leave_every_answer_bit_identical(x: RouteInputs) -> None:
-    raw = _model()
+@given(x=inputs, attention=st.booleans())
+def test_identity_corrections_leave_every_answer_bit_identical(x: RouteInputs, attention: bool) -> None:
+    raw = _model(attention)
     assert calibrated_model(raw, IDENTITY) is raw
     rebuilt = QueueAwareModel(calibrated_params(raw.params, IDENTITY), queue_wait_scale=1.0)
     assert rebuilt.decide(x) == raw.decide(x)
 
 
 @settings(max_examples=100, deadline=None)
-@given(xs=st.lists(inputs, min_size=1, max_size=20), k=corrections)
+@given(xs=st.lists(inputs, min_size=1, max_size=20), k=corrections, attention=st.booleans())
 def test_a_calibrated_model_decides_the_same_bits_one_by_one_and_vectorised(
-    xs: list[RouteInputs], k: Corrections
+    xs: list[RouteInputs], k: Corrections, attention: bool
 ) -> None:
-    cal = calibrated_model(_model(), k)
+    cal = calibrated_model(_model(attention), k)
     assert cal.decide_many(RouteColumns.from_inputs(xs)).rows() == [cal.decide(x) for x in xs]
 
 
@@ -158,3 +161,17 @@ def test_with_a_partly_drained_pending_the_split_departs_from_the_prediction_as_
         tpot = calibrated_model(raw, k).decide(x).tpot_disaggregated_ms
         gaps.append(abs(_predicted(k, parts) - tpot))
     assert 0.0 < gaps[1] < gaps[0] / 5.0 and gaps[0] < 0.05 * tpot
+
+
+def test_the_attention_terms_scale_with_the_prefill_and_chunk_corrections() -> None:
+    q = calibrated_params(_model(True).params, Corrections(prefill=1.5, chunk=0.5)).queue_aware
+    assert q is not None
+    assert q.prefill_ms_per_token_sq == 1.5 * ATTENTION["prefill_ms_per_token_sq"]
+    assert q.chunk_ms_per_token_prefix == 0.5 * ATTENTION["chunk_ms_per_token_prefix"]
+
+
+def test_an_idle_gpus_chunked_prompt_splits_its_prefix_term_off_to_the_chunk() -> None:
+    x = RouteInputs(4096, 10, 0, 0, 512, pending_prefill_tokens=0, prefill_queue_requests=0)
+    parts = contributions(_model(True), x, COLLOCATED).ttft
+    assert set(parts) == {"prefill", "chunk"} and parts["chunk"] > 0
+    assert set(contributions(_model(False), x, COLLOCATED).ttft) == {"prefill"}

@@ -201,7 +201,9 @@ def run(args: argparse.Namespace) -> int:
                 # A version-1 params file: the queue-aware forms come from the profile itself.
                 from solver.fit_queue import fit_queue_aware
 
-                forms, _fits = fit_queue_aware(profile.T_prefill, profile.T_decode, profile.T_interference)
+                forms, _fits = fit_queue_aware(
+                    profile.T_prefill, profile.T_decode, profile.T_interference, profile.T_chunk_prefix
+                )
                 params = dataclasses.replace(params, queue_aware=forms)
                 notes.append("queue-aware: the params have no queue-aware forms; fitted them from --profile")
             if not (math.isfinite(args.harm_weight) and args.harm_weight >= 0):

@@ -11,7 +11,15 @@ from typing import Any
 import httpx
 import pytest
 
-from app.cli.conformance import CONFIGS, SHIPPED_PARAMS, build_vectors, dumps
+from app.cli.conformance import (
+    CONFIGS,
+    LONG_CONTEXT,
+    SHIPPED_PARAMS,
+    TEST_PARAMS,
+    build_vectors,
+    dumps,
+    params_path,
+)
 from app.cli.main import main
 from app.settings import embedded_params_path
 from pdroute_client import Client, RouteQuery
@@ -44,7 +52,7 @@ def test_coverage() -> None:
     assert by_model == {design.NAME: set(design.REASONS), queue_aware.NAME: set(queue_aware.REASONS)}
     assert {(s["params"], s["model"]) for s in services.values()} == {
         (p, m) for p in SHIPPED_PARAMS for m in (design.NAME, queue_aware.NAME)
-    }
+    } | {(p, queue_aware.NAME) for p in TEST_PARAMS}
     qa = [v["expected"] for v in vectors if services[v["service"]]["model"] == queue_aware.NAME]
     assert {e["meets_slo"] for e in qa} == {True, False}
     assert {e["decision"] for e in qa} == {"collocated", "disaggregated"}
@@ -53,8 +61,23 @@ def test_coverage() -> None:
     assert {v["service"] for v in bare} == set(services)
     assert any(services[v["service"]]["default_ttft_slo_ms"] is not None for v in bare)
     for name, entry in DOC["params"].items():
-        shipped = json.loads(embedded_params_path().with_name(f"{name}.json").read_text())
-        assert entry["document"] == shipped
+        assert entry["document"] == json.loads(params_path(name).read_text())
+    assert params_path(SHIPPED_PARAMS[0]) == embedded_params_path()
+
+
+def test_the_long_context_params_exercise_the_attention_terms() -> None:
+    # Vectors under params with both attention terms, on long prompts, reaching both decisions.
+    for name in TEST_PARAMS:
+        forms = DOC["params"][name]["document"]["queue_aware"]
+        assert forms["prefill_ms_per_token_sq"] > 0 and forms["chunk_ms_per_token_prefix"] > 0
+    services = {s["id"]: s for s in DOC["services"]}
+    long = [
+        v
+        for v in DOC["vectors"]
+        if services[v["service"]]["params"] in TEST_PARAMS and v["request"] in LONG_CONTEXT
+    ]
+    assert len(long) == len(LONG_CONTEXT) * sum(c.params in TEST_PARAMS for c in CONFIGS)
+    assert {v["expected"]["decision"] for v in long} == {"collocated", "disaggregated"}
 
 
 def test_no_vector_is_a_near_tie() -> None:
@@ -72,7 +95,7 @@ def test_the_service_and_the_local_tier_reproduce_every_vector(
     make_server: Callable[..., LiveServer], config: Any
 ) -> None:
     server = make_server(
-        params_path=embedded_params_path().with_name(f"{config.params}.json"),
+        params_path=params_path(config.params),
         watch_params=False,
         **config.settings(),
     )

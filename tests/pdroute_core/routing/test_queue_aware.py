@@ -260,23 +260,39 @@ def test_breakdown_fields_and_reasons_are_bounded() -> None:
 
 # --- scalar == vectorised, bit for bit -----------------------------------------------------------
 @settings(max_examples=60, deadline=None)
-@given(st.lists(route_inputs_st, min_size=1, max_size=40), st.sampled_from([0.0, 0.25, 1.0]))
-def test_decide_many_equals_decide_bit_for_bit(rows: list[RouteInputs], w: float) -> None:
+@given(
+    st.lists(route_inputs_st, min_size=1, max_size=40),
+    st.sampled_from([0.0, 0.25, 1.0]),
+    st.sampled_from([(0.0, 0.0), (4e-7, 8e-7), (1e-6, 0.0), (0.0, 3e-6)]),
+)
+def test_decide_many_equals_decide_bit_for_bit(
+    rows: list[RouteInputs], w: float, attention: tuple[float, float]
+) -> None:
     rows = [
         dataclasses.replace(r, cached_prompt_tokens=None) if r.cached_prompt_tokens is None else r
         for r in rows
     ]
-    model = qa_model(w, chunk_ms_per_token_sq=1e-5, chunk_ms_per_token_seq=2e-5)
+    sq, prefix = attention  # the prefill's and the chunks' attention terms
+    model = qa_model(
+        w,
+        chunk_ms_per_token_sq=1e-5,
+        chunk_ms_per_token_seq=2e-5,
+        prefill_ms_per_token_sq=sq,
+        chunk_ms_per_token_prefix=prefix,
+    )
     batch = model.decide_many(RouteColumns.from_inputs(rows))
     assert batch.rows() == [model.decide(r) for r in rows]
     assert batch.decisions() == [model.decide(r).decision for r in rows]
 
 
-def test_every_term_is_finite_at_the_bounds() -> None:
+@pytest.mark.parametrize("attention", [0.0, 1e9])
+def test_every_term_is_finite_at_the_bounds(attention: float) -> None:
+    # The attention terms at their plausible bound: still finite for the largest request.
     big = RouteInputs(2**24, 2**24, 10**6, 10**6, 2**24, *(10**9,) * 9, 1e9, 1e9, 10**9)
-    b = qa_model().decide(big)
+    model = qa_model(prefill_ms_per_token_sq=attention, chunk_ms_per_token_prefix=attention)
+    b = model.decide(big)
     assert all(math.isfinite(v) for v in dataclasses.astuple(b) if isinstance(v, float))
-    batch = qa_model().decide_many(RouteColumns.from_inputs([big]))
+    batch = model.decide_many(RouteColumns.from_inputs([big]))
     assert all(np.isfinite(v).all() for v in batch.terms.values())
 
 
