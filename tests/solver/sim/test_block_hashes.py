@@ -50,7 +50,8 @@ def test_workload_checks_and_keeps_its_blocks() -> None:
     blocks = BlockHashes.from_chains([np.array([5, 6]), np.array([5])], block_size=16)
     wl = Workload(np.array([0.0, 1.0]), np.array([20, 17]), np.array([12, 1]), blocks=blocks)
     assert wl.at_rate(4.0).blocks is blocks
-    assert wl.head(1).blocks is not None and wl.head(1).blocks.hashes.tolist() == [5, 6]
+    head = wl.head(1).blocks
+    assert head is not None and head.hashes.tolist() == [5, 6]
     with pytest.raises(InvalidTrace, match="chains for"):
         Workload(np.array([0.0]), np.array([20]), np.array([12]), blocks=blocks)
     too_long = BlockHashes.from_chains([np.array([5, 6, 7]), np.array([5])], block_size=16)

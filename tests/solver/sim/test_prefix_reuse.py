@@ -121,10 +121,10 @@ def test_prefix_affinity_sends_a_session_back_to_its_cache(latency: StepLatency)
 
 def _digest(rec: SimRecords) -> str:
     h = hashlib.sha256()
-    for a in (rec.first_token_ms, rec.finish_ms, rec.prefill_start_ms):
-        h.update(np.ascontiguousarray(a).tobytes())
-    for a in (rec.is_disaggregated, rec.engine_index):
-        h.update(np.ascontiguousarray(a).tobytes())
+    for times in (rec.first_token_ms, rec.finish_ms, rec.prefill_start_ms):
+        h.update(np.ascontiguousarray(times).tobytes())
+    h.update(np.ascontiguousarray(rec.is_disaggregated).tobytes())
+    h.update(np.ascontiguousarray(rec.engine_index).tobytes())
     return h.hexdigest()[:16]
 
 
