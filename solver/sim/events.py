@@ -25,6 +25,10 @@ The gateway's view (``RouteView``) is read from counters kept up to date as work
 prefill pool's queued and running prompt tokens here, each engine's pending prefill tokens
 and decode context in ``solver.sim.batching_gpu``), so building it costs the same at any load.
 
+Closed-loop turns (``Workload.links``, ``solver.sim.turn_links``): a follow-up request is not
+read from the sorted arrivals but pushed as an event when its previous turn finishes (or is
+shed), think time later; its recorded arrival is that time.
+
 Prefix caches (``FleetConfig.prefix_cache_tokens``, when the workload carries block hashes):
 each GPU skips the prompt tokens it holds, a transfer moves only what the decode GPU lacks, and
 the view reports the decode target's hit; the rules are in ``solver.sim.prefix_reuse``. Without
@@ -57,7 +61,7 @@ from solver.sim.records import SimRecords, view_columns
 from solver.sim.report import SloLimits
 from solver.sim.workload import Workload
 
-_STEP_END, _PREFILL_END, _TRANSFER_END = 0, 1, 2
+_STEP_END, _PREFILL_END, _TRANSFER_END, _ARRIVAL = 0, 1, 2, 3
 
 
 class ClusterSimulation:
@@ -113,6 +117,18 @@ class RunState:
         self.tpot_slo_ms = sim.slo.tpot_ms
         self.shed = sim.shed
         self.arrival_ms: list[float] = (workload.arrival_s * 1000.0).tolist()
+        # Closed-loop turns: previous request -> (follow-up, think ms); the sorted arrivals
+        # then hold only the requests that follow nothing (``open_ids``, in arrival order).
+        self.follow_up: dict[int, tuple[int, float]] = {}
+        self.open_ids: list[int] | None = None
+        links = workload.links
+        if links is not None:
+            think_ms = (links.think_s * 1000.0).tolist()
+            pairs = zip(links.follow_up.tolist(), links.previous.tolist(), think_ms, strict=True)
+            for nxt, prev, ms in pairs:
+                self.follow_up[prev] = (nxt, ms)
+            released = set(links.follow_up.tolist())
+            self.open_ids = [r for r in range(n) if r not in released]
         self.prompt: list[int] = workload.prompt_len.tolist()
         self.output: list[int] = workload.output_len.tolist()
         self.predicted: list[int] = np.asarray(predicted, dtype=np.int64).tolist()
@@ -162,7 +178,8 @@ class RunState:
     # --- the loop ---------------------------------------------------------------------------
     def run(self) -> None:
         heap = self.heap
-        arrivals = self.arrival_ms
+        ids = self.open_ids
+        arrivals = self.arrival_ms if ids is None else [self.arrival_ms[r] for r in ids]
         n = len(arrivals)
         i = 0
         engines = self.engines
@@ -174,10 +191,12 @@ class RunState:
                         self._end_step(engines[g], t)
                 elif kind == _PREFILL_END:
                     self._end_prefill(g, rid, t)
-                else:
+                elif kind == _TRANSFER_END:
                     self._end_transfer(engines[g], rid, t)
+                else:
+                    self._arrive(rid, t)
             elif i < n:
-                self._arrive(i, arrivals[i])
+                self._arrive(i if ids is None else ids[i], arrivals[i])
                 i += 1
             else:
                 break
@@ -276,6 +295,8 @@ class RunState:
                 self.is_infeasible[rid] = True
                 if self.shed and answer.is_shed:  # the gateway drops it: it never enters the fleet
                     self.is_shed[rid] = True
+                    if self.follow_up:
+                        self._release(rid, t)
                     return
             disagg = answer.decision == DISAGGREGATED
         else:
@@ -353,10 +374,20 @@ class RunState:
         self.finish_count[rid] += 1
         self.tokens[rid] = tokens
         gpu.num_assigned -= 1
+        if self.follow_up:
+            self._release(rid, t)
         if self.learner is not None:
             start, first, out = self.arrival_ms[rid], self.first_token[rid], self.output[rid]
             tpot = (t - first) / (out - 1) if out > 1 else None
             self.learner.observe(rid, first - start, tpot, t - start, out)
+
+    def _release(self, rid: int, t: float) -> None:
+        """Request ``rid`` is done (finished or shed): its follow-up turn arrives think time later."""
+        nxt = self.follow_up.get(rid)
+        if nxt is not None:
+            rid_next, think_ms = nxt
+            self.arrival_ms[rid_next] = t + think_ms
+            self._push(t + think_ms, _ARRIVAL, 0, rid_next)
 
     # --- prefill pool and transfers ---------------------------------------------------------
     def _start_prefills(self, t: float) -> None:

@@ -20,16 +20,23 @@ Parameters (``SessionShape``; token counts are means of log-normal draws with lo
 - ``first``: new tokens of the first prompt; ``new``: of every later one; ``output``: per turn;
 - ``system_share``: share of sessions opening with a shared system prompt of ``system_len``
   tokens, one of ``systems`` distinct ones (picked uniformly);
-- ``reply_s_per_token``: the nominal time per output token that stands in for a turn's reply.
+- ``loop``: ``closed`` (the default) or ``open`` arrivals, below;
+- ``reply_s_per_token``: the nominal time per output token that stands in for a turn's reply
+  in the open-loop schedule.
 
-Arrivals are open-loop: turn ``k + 1`` arrives ``think + reply_s_per_token * output_k`` seconds
-after turn ``k`` arrived, a fixed schedule (deterministic by seed and independent of how the
-fleet serves it) rather than a closed loop on the simulated finish. A slow fleet therefore
-sees a turn arrive before its previous turn finished, and that turn finds less of its prefix
-cached than a real client, which waits for the reply, would.
+Arrivals. Closed loop (``loop=closed``): turn ``k + 1`` arrives ``think`` seconds after turn
+``k`` finishes in the simulation (``Workload.links``, ``solver.sim.turn_links``), as a client
+waiting for the answer sends it; a slower fleet so delays its own later turns. The workload's
+``arrival_s`` for those turns is the open-loop estimate below, which orders the requests and
+gives the nominal rate. Open loop (``loop=open``): turn ``k + 1`` arrives ``think +
+reply_s_per_token * output_k`` seconds after turn ``k`` arrived, a fixed schedule whatever the
+fleet does; a slow fleet then sees a turn arrive before its previous one finished, and that
+turn finds less of its prefix cached than a waiting client's would.
 
 Determinism: the same shape and seed give the same sessions at every rate; only the session
-start times are divided by ``rate`` (common random numbers across a sweep's loads).
+start times are divided by ``rate`` (common random numbers across a sweep's loads). The rate
+of a closed-loop workload is its sessions' start rate; the requests' rate follows from how
+fast the fleet answers.
 
 Spec strings (``parse_session_spec``, the CLI's ``--sessions``): ``SHAPE[:KEY=VALUE,...]`` with
 SHAPE ``chat`` or ``agent`` (the defaults in ``SHAPE_DEFAULTS``) and KEY any parameter above,
@@ -46,9 +53,11 @@ import numpy.typing as npt
 
 from solver.errors import InvalidTrace
 from solver.sim.block_hashes import DEFAULT_BLOCK_SIZE, BlockHashes, chain_hashes
+from solver.sim.turn_links import TurnLinks
 from solver.sim.workload import MAX_TOKENS_PER_REQUEST, Workload
 
 IntArray = npt.NDArray[np.int64]
+LOOPS = ("closed", "open")
 TOKEN_ID_LIMIT = 1 << 31  # synthetic token ids are drawn in [0, this)
 
 
@@ -70,6 +79,7 @@ class SessionShape:
     sigma: float = 0.5
     reply_s_per_token: float = 0.02
     block_size: int = DEFAULT_BLOCK_SIZE
+    loop: str = "closed"
 
     def __post_init__(self) -> None:
         for name in ("sessions", "systems", "block_size"):
@@ -94,13 +104,16 @@ class SessionShape:
                 f"sessions: max_context must be in [system_len + 2, {MAX_TOKENS_PER_REQUEST:,}], "
                 f"got {self.max_context!r}"
             )
+        if self.loop not in LOOPS:
+            raise InvalidTrace(f"sessions: loop must be closed or open, got {self.loop!r}")
         if not self.sigma > 0:
             raise InvalidTrace(f"sessions: sigma must be > 0, got {self.sigma!r}")
 
     def label(self) -> str:
         return (
             f"{self.kind}(sessions={self.sessions}, turns={self.turns:g}, think_s={self.think_s:g}, "
-            f"new={self.new:g}, output={self.output:g}, system={self.system_share:g}x{self.system_len})"
+            f"new={self.new:g}, output={self.output:g}, system={self.system_share:g}x{self.system_len}, "
+            f"{self.loop} loop)"
         )
 
 
@@ -130,7 +143,7 @@ def parse_session_spec(spec: str) -> SessionShape:
         raise InvalidTrace(f"session spec {spec!r}: expected chat or agent, then :KEY=VALUE,... (optional)")
     base = SHAPE_DEFAULTS[kind]
     fields = {f.name: f for f in dataclasses.fields(SessionShape) if f.name != "kind"}
-    changes: dict[str, int | float] = {}
+    changes: dict[str, int | float | str] = {}
     for item in (s.strip() for s in rest.split(",") if s.strip()):
         key, eq, value = item.partition("=")
         key = key.strip()
@@ -138,6 +151,9 @@ def parse_session_spec(spec: str) -> SessionShape:
             raise InvalidTrace(
                 f"session spec {spec!r}: {item!r} is not KEY=VALUE with KEY one of {', '.join(fields)}"
             )
+        if isinstance(getattr(base, key), str):
+            changes[key] = value.strip()
+            continue
         is_int = isinstance(getattr(base, key), int)
         try:
             changes[key] = int(value) if is_int else float(value)
@@ -169,6 +185,7 @@ def session_workload(shape: SessionShape, rate: float, seed: int = 0) -> Workloa
     prompt: list[int] = []
     output: list[int] = []
     chains: list[IntArray] = []
+    links: list[tuple[int, int, float]] = []  # (follow-up, previous, think s), in generation order
     bs = shape.block_size
     for s in range(n_s):
         k_max = int(turns[s])
@@ -188,6 +205,8 @@ def session_workload(shape: SessionShape, rate: float, seed: int = 0) -> Workloa
             if k and p + int(out[k]) > shape.max_context:
                 break
             lengths.append((p, int(out[k])))
+            if k:
+                links.append((len(arrival), len(arrival) - 1, float(think[k - 1])))
             arrival.append(t)
             t += float(think[k]) + shape.reply_s_per_token * int(out[k])
             context = p + int(out[k])
@@ -200,10 +219,19 @@ def session_workload(shape: SessionShape, rate: float, seed: int = 0) -> Workloa
     order = np.argsort(np.asarray(arrival), kind="stable")
     arrival_s = np.asarray(arrival)[order]
     blocks = BlockHashes.from_chains([chains[i] for i in order], bs)
+    turn_links = None
+    if shape.loop == "closed":
+        rank = np.empty(len(order), dtype=np.int64)
+        rank[order] = np.arange(len(order))  # generation index -> index in arrival order
+        follow_up = np.array([f for f, _, _ in links], dtype=np.int64)
+        previous = np.array([p for _, p, _ in links], dtype=np.int64)
+        think_s = np.array([s for _, _, s in links], dtype=np.float64)
+        turn_links = TurnLinks(rank[follow_up], rank[previous], think_s)
     return Workload(
         arrival_s - arrival_s[0],
         np.asarray(prompt, dtype=np.int64)[order],
         np.asarray(output, dtype=np.int64)[order],
         source=f"sessions {shape.label()} at {rate:g}/s, seed={seed}",
         blocks=blocks,
+        links=turn_links,
     )
