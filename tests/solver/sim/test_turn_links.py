@@ -59,7 +59,8 @@ def test_closed_loop_sessions_carry_links_and_open_ones_none() -> None:
     # Every turn but each session's first waits for one earlier request.
     assert len(closed.links.follow_up) == closed.num_requests - SHAPE_DEFAULTS["chat"].sessions
     assert np.all(closed.links.previous < closed.links.follow_up)
-    assert closed.head(10).links is not None and np.all(closed.head(10).links.follow_up < 10)
+    head = closed.head(10).links
+    assert head is not None and np.all(head.follow_up < 10)
 
 
 def test_a_slower_fleet_spreads_closed_loop_turns_out(latency: StepLatency) -> None:
