@@ -283,7 +283,10 @@ def run(args: argparse.Namespace) -> int:
         if args.max_requests is not None:
             workloads = [w.head(args.max_requests) for w in workloads]
         base = workloads[0]
-        notes.append("--sessions: --rates are sessions/s; the table's rate/s is the requests' mean rate")
+        notes.append(
+            "--sessions: --rates are sessions/s; the table's rate/s is the requests' nominal rate (the open "
+            "schedule; in a closed loop thr/s is what arrived)"
+        )
     elif args.trace is not None:
         base = read_trace(args.trace)
     else:
