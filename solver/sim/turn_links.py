@@ -6,7 +6,9 @@ such follow-up request, its previous turn and the think time; the event loop
 (``solver.sim.events``) then ignores the follow-up's ``Workload.arrival_s`` (an open-loop
 estimate, kept for ordering and the workload's nominal rate) and lets it arrive when its
 previous turn finishes (or, when the gateway dropped that turn, ``think_s`` after it arrived).
-Requests that follow nothing arrive at their ``arrival_s`` as always.
+Requests that follow nothing arrive at their ``arrival_s`` as always. Rescaling a workload
+(``Workload.at_rate``, ``scaled``) therefore moves the first turns only: think times are the
+clients', not the load's.
 """
 
 from __future__ import annotations
