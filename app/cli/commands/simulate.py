@@ -49,7 +49,12 @@ def register(sub: Any) -> None:
         help="params.json for the cost-model and queue-aware policies (default: embedded)",
     )
     load = src.add_mutually_exclusive_group(required=True)
-    load.add_argument("--trace", type=Path, help="trace CSV: Azure format or timestamp_s,prompt,output")
+    load.add_argument(
+        "--trace",
+        type=Path,
+        help="trace CSV (Azure format or timestamp_s,prompt,output), or .jsonl with hash ids (Mooncake "
+        "form: timestamp ms, input_length, output_length, hash_ids) for prefix caches",
+    )
     load.add_argument("--poisson", type=int, metavar="N", help="generate N Poisson arrivals instead")
     load.add_argument(
         "--sessions",
@@ -65,6 +70,12 @@ def register(sub: Any) -> None:
         "| empirical:TRACE.csv (default %(default)s)",
     )
     src.add_argument("--max-requests", type=int, help="use only the first N requests of the trace")
+    src.add_argument(
+        "--trace-block-size",
+        type=int,
+        default=512,
+        help="tokens per hash id of a .jsonl trace (default %(default)s, the Mooncake traces')",
+    )
     src.add_argument("--seed", type=int, default=0, help="generator seed (default %(default)s)")
     sweep = p.add_argument_group("loads and policies")
     sweep.add_argument("--rates", help="offered loads in requests/s, comma-separated (trace: rescaled)")
@@ -287,6 +298,10 @@ def run(args: argparse.Namespace) -> int:
             "--sessions: --rates are sessions/s; the table's rate/s is the requests' nominal rate (the open "
             "schedule; in a closed loop thr/s is what arrived)"
         )
+    elif args.trace is not None and args.trace.suffix == ".jsonl":
+        from solver.sim.hashed_trace import read_hashed_trace
+
+        base = read_hashed_trace(args.trace, args.trace_block_size)
     elif args.trace is not None:
         base = read_trace(args.trace)
     else:

@@ -270,3 +270,28 @@ def test_simulate_sessions_reports_prefix_hits(
     # Without a capacity (the synthetic profile gives none) nothing is reused or shown.
     assert main([*args, str(tmp_path / "off")]) == 0
     assert "hit tok %" not in capsys.readouterr().out
+
+
+def test_simulate_a_jsonl_trace_with_hash_ids(
+    tmp_path: Path, profile_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rng = np.random.default_rng(0)
+    rows = []
+    for i in range(60):  # one shared 1,024-token prefix, then a private block
+        ids = [1, 2, 100 + i]
+        rows.append(
+            {
+                "timestamp": 100 * i,
+                "input_length": int(rng.integers(1536, 1800)),
+                "output_length": 8,
+                "hash_ids": ids,
+            }
+        )
+    trace = tmp_path / "trace.jsonl"
+    trace.write_text("\n".join(json.dumps(r) for r in rows))
+    out = tmp_path / "results"
+    args = ["simulate", "--profile", str(profile_file), "--trace", str(trace), "--policies", "collocated"]
+    assert main([*args, "--prefix-cache-tokens", "20000", "--no-plots", "-o", str(out)]) == 0
+    assert "hit tok %" in capsys.readouterr().out
+    share = json.loads((out / "results.json").read_text())["results"][0]["prefix_hit_token_share"]
+    assert 0.5 < share < 0.7  # 1,024 of about 1,670 tokens, after each GPU's first request
