@@ -151,3 +151,15 @@ def test_runs_without_reuse_are_as_before(profile: ProfileResult, topology: str,
     chains = [chain_hashes(np.full(p, i), 16)[: p // 16] for i, p in enumerate(wl.prompt_len.tolist())]
     hashed = dataclasses.replace(wl, blocks=BlockHashes.from_chains(chains))
     assert _digest(simulate(profile, hashed, make_policy(policy), fleet)) == BEFORE[(topology, policy)]
+
+
+def test_pools_hit_on_the_gpu_of_each_path(latency: StepLatency) -> None:
+    pools = FleetConfig(topology="pools", num_mixed=1, num_prefill=1, num_decode=1, prefix_cache_tokens=CACHE)
+    wl = same_prompt_twice(1024, 4)
+    colloc = simulate(latency, wl, AlwaysCollocated(), pools)
+    # The mixed GPU prefilled the first and holds it; the view reports the decode GPU's hit (none).
+    assert colloc.prefix_hit_tokens is not None and colloc.prefix_hit_tokens.tolist() == [0, 1008]
+    assert colloc.cached_prompt_tokens is not None and colloc.cached_prompt_tokens.tolist() == [0, 0]
+    disagg = simulate(latency, wl, AlwaysDisaggregated(), pools)
+    assert disagg.cached_prompt_tokens is not None and disagg.cached_prompt_tokens.tolist() == [0, 1008]
+    assert disagg.engine_index.tolist() == [1, 1]  # the decode pool's GPU (mixed GPUs first)
