@@ -3,6 +3,10 @@
 Step times come from a ``ProfileResult``'s measured tables (``latency``), requests from a trace
 or a generator (``workload``, ``trace``), decisions from small policy objects (``policies``)
 told a predicted output length (``prediction``), and the loop itself is in ``events``.
+Prefix reuse: a workload's block-hash chains (``block_hashes``), each GPU's cache
+(``prefix_cache``) and the rules of what a hit saves (``prefix_reuse``); ``sessions`` generates
+multi-turn conversations and agent loops, closed-loop through ``turn_links``; ``hashed_trace``
+reads traces with block hash ids (the Mooncake form).
 ``sweep`` is the library entry point; ``hindsight`` the hindsight-tuned static baseline;
 ``report`` turns runs into metrics and tables, ``accuracy`` scores the policies' latency
 predictions; ``solver.plots.sim`` draws them (matplotlib, imported only there).

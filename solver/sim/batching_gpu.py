@@ -168,9 +168,10 @@ class BatchingGpu:
             self.prefill_log_tokens -= log.popleft()[1]
         return self.prefill_log_tokens * 1000.0 / window_ms
 
-    def add_prefill(self, rid: int) -> None:
-        """Queue request ``rid``'s prompt for chunked prefill here."""
-        self.prefill_queue.append([rid, 0, self.prompt[rid]])
+    def add_prefill(self, rid: int, cached_tokens: int = 0) -> None:
+        """Queue request ``rid``'s prompt for chunked prefill here, from token ``cached_tokens``
+        (the prefix found in this GPU's prefix cache: its chunks attend over it, never compute it)."""
+        self.prefill_queue.append([rid, cached_tokens, self.prompt[rid]])
 
     def join_decode(self, rid: int, *, first_here: bool = False) -> None:
         """Request ``rid`` joins the batch from the next step started: its first token already

@@ -25,6 +25,15 @@ The gateway's view (``RouteView``) is read from counters kept up to date as work
 prefill pool's queued and running prompt tokens here, each engine's pending prefill tokens
 and decode context in ``solver.sim.batching_gpu``), so building it costs the same at any load.
 
+Closed-loop turns (``Workload.links``, ``solver.sim.turn_links``): a follow-up request is not
+read from the sorted arrivals but pushed as an event when its previous turn finishes (or is
+shed), think time later; its recorded arrival is that time.
+
+Prefix caches (``FleetConfig.prefix_cache_tokens``, when the workload carries block hashes):
+each GPU skips the prompt tokens it holds, a transfer moves only what the decode GPU lacks, and
+the view reports the decode target's hit; the rules are in ``solver.sim.prefix_reuse``. Without
+caches nothing of it runs.
+
 A policy's answer may say that no path meets the SLO (``is_infeasible``) and what to do with
 it (``admission``). With ``shed=True`` the gateway drops the request when the answer says
 ``shed`` (an answer without ``admission``: when it is infeasible): it never enters the fleet,
@@ -47,11 +56,12 @@ from solver.sim.fleet import FleetConfig
 from solver.sim.latency import StepLatency
 from solver.sim.policies import Policy, RouteView
 from solver.sim.prefill_pool import PrefillPool
+from solver.sim.prefix_reuse import PrefixReuse
 from solver.sim.records import SimRecords, view_columns
 from solver.sim.report import SloLimits
 from solver.sim.workload import Workload
 
-_STEP_END, _PREFILL_END, _TRANSFER_END = 0, 1, 2
+_STEP_END, _PREFILL_END, _TRANSFER_END, _ARRIVAL = 0, 1, 2, 3
 
 
 class ClusterSimulation:
@@ -66,6 +76,7 @@ class ClusterSimulation:
         use_runs: bool = True,
         slo: SloLimits | None = None,
         shed: bool = False,
+        kv_capacity_tokens: int | None = None,
     ) -> None:
         self.fleet = fleet
         self.latency = latency
@@ -74,6 +85,8 @@ class ClusterSimulation:
         self.use_runs = use_runs
         self.slo = slo or SloLimits()  # shown to the policy in every view
         self.shed = shed  # drop the requests the policy answers infeasible
+        # The profile's KV capacity, for FleetConfig.prefix_cache_tokens == "profile".
+        self.kv_capacity_tokens = kv_capacity_tokens
 
     def run(self, workload: Workload, predicted_output_len: np.ndarray) -> SimRecords:
         """Simulate every request of ``workload`` to completion and return the records."""
@@ -104,6 +117,18 @@ class RunState:
         self.tpot_slo_ms = sim.slo.tpot_ms
         self.shed = sim.shed
         self.arrival_ms: list[float] = (workload.arrival_s * 1000.0).tolist()
+        # Closed-loop turns: previous request -> (follow-up, think ms); the sorted arrivals
+        # then hold only the requests that follow nothing (``open_ids``, in arrival order).
+        self.follow_up: dict[int, tuple[int, float]] = {}
+        self.open_ids: list[int] | None = None
+        links = workload.links
+        if links is not None:
+            think_ms = (links.think_s * 1000.0).tolist()
+            pairs = zip(links.follow_up.tolist(), links.previous.tolist(), think_ms, strict=True)
+            for nxt, prev, ms in pairs:
+                self.follow_up[prev] = (nxt, ms)
+            released = set(links.follow_up.tolist())
+            self.open_ids = [r for r in range(n) if r not in released]
         self.prompt: list[int] = workload.prompt_len.tolist()
         self.output: list[int] = workload.output_len.tolist()
         self.predicted: list[int] = np.asarray(predicted, dtype=np.int64).tolist()
@@ -139,13 +164,22 @@ class RunState:
             self.decode_pool = self.engines[fleet.num_mixed :]
         self.pool = PrefillPool(fleet.num_prefill, fleet.prefill_queue_discipline, self.prompt)
         self.ask_policy = fleet.can_collocate and fleet.can_disaggregate
+        capacity = fleet.prefix_cache_capacity(sim.kv_capacity_tokens)
+        self.reuse: PrefixReuse | None = None
+        if workload.blocks is not None and capacity is not None:
+            num_engines = len(self.engines)
+            self.reuse = PrefixReuse(workload.blocks, self.prompt, num_engines, fleet.num_prefill, capacity)
+        self.is_affine = self.reuse is not None and fleet.decode_choice == "prefix-affinity"
+        self.cached = [0] * n  # the decode target's hit at routing (the view's cached_prompt_tokens)
+        self.skipped = [0] * n  # prompt tokens the prefill did not compute (a hit where it ran)
         # A policy that learns from finished requests (solver.sim.calibrating) is told ids and outcomes.
         self.learner = sim.policy if isinstance(sim.policy, LearningPolicy) else None
 
     # --- the loop ---------------------------------------------------------------------------
     def run(self) -> None:
         heap = self.heap
-        arrivals = self.arrival_ms
+        ids = self.open_ids
+        arrivals = self.arrival_ms if ids is None else [self.arrival_ms[r] for r in ids]
         n = len(arrivals)
         i = 0
         engines = self.engines
@@ -157,10 +191,12 @@ class RunState:
                         self._end_step(engines[g], t)
                 elif kind == _PREFILL_END:
                     self._end_prefill(g, rid, t)
-                else:
+                elif kind == _TRANSFER_END:
                     self._end_transfer(engines[g], rid, t)
+                else:
+                    self._arrive(rid, t)
             elif i < n:
-                self._arrive(i, arrivals[i])
+                self._arrive(i if ids is None else ids[i], arrivals[i])
                 i += 1
             else:
                 break
@@ -178,9 +214,34 @@ class RunState:
                 best = gpu
         return best
 
+    def _affine(self, pool: list[BatchingGpu], rid: int, t: float) -> BatchingGpu | None:
+        """The GPU of ``pool`` with the least prefix-affinity cost (``solver.sim.prefix_reuse``)."""
+        reuse = self.reuse
+        if reuse is None:
+            return self._least_loaded(pool)
+        prompt = self.prompt[rid]
+        best = None
+        best_cost = 0
+        for gpu in pool:
+            uncached = prompt - reuse.engine_match(gpu.index, rid)
+            cost = uncached + gpu.pending_prefill_tokens + gpu.context_tokens(t)
+            if best is None or cost < best_cost:
+                best, best_cost = gpu, cost
+        return best
+
     def _arrive(self, rid: int, t: float) -> None:
-        colloc = self._least_loaded(self.colloc_pool)
-        target = colloc if self.fleet.topology == "conditional" else self._least_loaded(self.decode_pool)
+        conditional = self.fleet.topology == "conditional"
+        if self.is_affine:
+            colloc = self._affine(self.colloc_pool, rid, t)
+            target = colloc if conditional else self._affine(self.decode_pool, rid, t)
+        else:
+            colloc = self._least_loaded(self.colloc_pool)
+            target = colloc if conditional else self._least_loaded(self.decode_pool)
+        reuse = self.reuse
+        cached = 0
+        if reuse is not None and target is not None:
+            cached = reuse.engine_match(target.index, rid)
+            self.cached[rid] = cached
         load = colloc_kv = pending = waiting = 0
         rate = target_rate = 0.0
         if colloc is not None:
@@ -219,6 +280,7 @@ class RunState:
             self.tpot_slo_ms,
             rate,
             target_rate,
+            cached,
         )
         self.views.append(view)
         if self.ask_policy:
@@ -233,19 +295,25 @@ class RunState:
                 self.is_infeasible[rid] = True
                 if self.shed and answer.is_shed:  # the gateway drops it: it never enters the fleet
                     self.is_shed[rid] = True
+                    if self.follow_up:
+                        self._release(rid, t)
                     return
             disagg = answer.decision == DISAGGREGATED
         else:
             disagg = not self.fleet.can_collocate
         if disagg and target is not None:
             self.is_disagg[rid] = True
+            if reuse is not None:
+                reuse.engine_lookup(target.index, rid)  # the decode GPU will use these blocks
             target.num_assigned += 1
             self.dest[rid] = target.index
             self.pool.place(rid)
             self._start_prefills(t)
         elif colloc is not None:
             colloc.num_assigned += 1
-            colloc.pending_prefill_tokens += self.prompt[rid]
+            if reuse is not None:
+                self.skipped[rid] = reuse.engine_lookup(colloc.index, rid)
+            colloc.pending_prefill_tokens += self.prompt[rid] - self.skipped[rid]
             self.dest[rid] = colloc.index
             self._admit(colloc, rid, True, t)
 
@@ -257,7 +325,7 @@ class RunState:
         if gpu.run_ends is not None:
             self._push(gpu.cut_run(t), _STEP_END, gpu.index, gpu.version)
         if needs_prefill:
-            gpu.add_prefill(rid)
+            gpu.add_prefill(rid, self.skipped[rid])
         else:
             gpu.add_remote(rid)
         if not gpu.is_busy:
@@ -274,11 +342,16 @@ class RunState:
         if not self.first_from_prefill:
             for rid in first:
                 self.first_token[rid] = t
+        reuse = self.reuse
         for rid, tokens in finished:
+            if reuse is not None:
+                reuse.finished_on_engine(gpu.index, rid)
             self._finish(gpu, rid, t, tokens)
         for rid in prefilled:
             self.first_token[rid] = t
             self.total_tokens += 1
+            if reuse is not None:
+                reuse.prompt_on_engine(gpu.index, rid)
             if self.output[rid] == 1:
                 self._finish(gpu, rid, t, 1)
             else:
@@ -301,24 +374,42 @@ class RunState:
         self.finish_count[rid] += 1
         self.tokens[rid] = tokens
         gpu.num_assigned -= 1
+        if self.follow_up:
+            self._release(rid, t)
         if self.learner is not None:
             start, first, out = self.arrival_ms[rid], self.first_token[rid], self.output[rid]
             tpot = (t - first) / (out - 1) if out > 1 else None
             self.learner.observe(rid, first - start, tpot, t - start, out)
 
+    def _release(self, rid: int, t: float) -> None:
+        """Request ``rid`` is done (finished or shed): its follow-up turn arrives think time later."""
+        nxt = self.follow_up.get(rid)
+        if nxt is not None:
+            rid_next, think_ms = nxt
+            self.arrival_ms[rid_next] = t + think_ms
+            self._push(t + think_ms, _ARRIVAL, 0, rid_next)
+
     # --- prefill pool and transfers ---------------------------------------------------------
     def _start_prefills(self, t: float) -> None:
         lat = self.lat
+        reuse = self.reuse
         for g, rid in self.pool.take_startable():
             prompt = self.prompt[rid]
             self.prefill_start[rid] = t
             self.num_prefill_forwards += 1
             if lat.is_extrapolated(prompt):
                 self.num_extrapolated_forwards += 1
-            self._push(t + lat.prefill_ms(prompt), _PREFILL_END, g, rid)
+            hit = 0 if reuse is None else reuse.prefill_lookup(g, rid)
+            if hit:  # one pass of the rest over the cached prefix
+                self.skipped[rid] = hit
+                self._push(t + lat.chunk_pass_ms(hit, prompt - hit), _PREFILL_END, g, rid)
+            else:
+                self._push(t + lat.prefill_ms(prompt), _PREFILL_END, g, rid)
 
     def _end_prefill(self, g: int, rid: int, t: float) -> None:
         self.pool.finish(g, rid)
+        if self.reuse is not None:
+            self.reuse.prompt_on_prefill(g, rid)
         gpu = self.engines[self.dest[rid]]
         if self.first_from_prefill:
             self.first_token[rid] = t
@@ -328,11 +419,13 @@ class RunState:
                 self._start_prefills(t)
                 return
         start = t if t > gpu.link_free_ms else gpu.link_free_ms
-        gpu.link_free_ms = start + self.lat.transfer_ms(self.prompt[rid])
+        gpu.link_free_ms = start + self.lat.transfer_ms(self.prompt[rid] - self.cached[rid])
         self._push(gpu.link_free_ms, _TRANSFER_END, gpu.index, rid)
         self._start_prefills(t)
 
     def _end_transfer(self, gpu: BatchingGpu, rid: int, t: float) -> None:
+        if self.reuse is not None:
+            self.reuse.prompt_on_engine(gpu.index, rid)
         self._admit(gpu, rid, False, t)
 
     # --- results ----------------------------------------------------------------------------
@@ -362,4 +455,6 @@ class RunState:
             num_prefill_forwards=self.num_prefill_forwards,
             num_extrapolated_steps=self.num_extrapolated_forwards
             + sum(gpu.num_extrapolated for gpu in self.engines),
+            cached_prompt_tokens=None if self.reuse is None else np.asarray(self.cached, dtype=i64),
+            prefix_hit_tokens=None if self.reuse is None else np.asarray(self.skipped, dtype=i64),
         )

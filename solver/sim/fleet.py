@@ -31,6 +31,12 @@ the decode engine, as vLLM's disaggregation proxy and Dynamo stream it: admitted
 engine's next step boundary after the KV transfer, KV seen at the one after, the first token at
 the end of its first decode step) or ``prefill-engine`` (a proxy that streams the prefill
 engine's token: out when the prefill pass ends; the decode engine's timeline is unchanged).
+
+Prefix caches (``prefix_cache_tokens``, rules in ``solver.sim.prefix_reuse``): every engine and
+prefill GPU caches KV blocks up to that many tokens when the workload carries block hashes.
+``"profile"`` (the default) takes the profile's ``kv_capacity_tokens`` (no caches when the
+profile does not give it), an integer >= 0 is the capacity itself, None turns them off. The
+decode GPU is chosen by ``decode_choice``: ``least-loaded`` (above) or ``prefix-affinity``.
 """
 
 from __future__ import annotations
@@ -43,6 +49,8 @@ TOPOLOGIES = ("conditional", "pools")
 PREFILL_QUEUES = ("shared", "round-robin", "least-loaded")
 DEFAULT_PREFILL_QUEUE = {"conditional": "round-robin", "pools": "least-loaded"}
 FIRST_TOKEN_SOURCES = ("decode-engine", "prefill-engine")
+PROFILE_CAPACITY = "profile"  # prefix_cache_tokens: the profile's kv_capacity_tokens
+DECODE_CHOICES = ("least-loaded", "prefix-affinity")
 
 
 @dataclass(frozen=True)
@@ -58,6 +66,9 @@ class FleetConfig:
     max_num_seqs: int = 256  # requests running (prefilling or decoding) per decode / mixed GPU
     prefill_queue: str | None = None  # shared | round-robin | least-loaded; None: the topology's
     first_token: str = "decode-engine"  # where a disaggregated request's first token is read
+    # Prefix-cache capacity per GPU (tokens): "profile" (its kv_capacity_tokens), N, or None (off).
+    prefix_cache_tokens: int | str | None = PROFILE_CAPACITY
+    decode_choice: str = "least-loaded"  # least-loaded | prefix-affinity (solver.sim.prefix_reuse)
 
     def __post_init__(self) -> None:
         if self.topology not in TOPOLOGIES:
@@ -83,6 +94,19 @@ class FleetConfig:
             raise InvalidSimConfig(
                 f"first_token: unknown {self.first_token!r} (one of {', '.join(FIRST_TOKEN_SOURCES)})"
             )
+        cache = self.prefix_cache_tokens
+        if (
+            cache is not None
+            and cache != PROFILE_CAPACITY
+            and (isinstance(cache, bool) or not isinstance(cache, int) or cache < 0)
+        ):
+            raise InvalidSimConfig(
+                f"prefix_cache_tokens: expected an integer >= 0, {PROFILE_CAPACITY!r} or None, got {cache!r}"
+            )
+        if self.decode_choice not in DECODE_CHOICES:
+            raise InvalidSimConfig(
+                f"decode_choice: unknown {self.decode_choice!r} (one of {', '.join(DECODE_CHOICES)})"
+            )
         if self.topology == "conditional":
             if self.num_decode < 1:
                 raise InvalidSimConfig("conditional topology needs at least one decode GPU")
@@ -95,6 +119,14 @@ class FleetConfig:
     def prefill_queue_discipline(self) -> str:
         """The prefill pool's queueing in force (the setting, or the topology's default)."""
         return self.prefill_queue if self.prefill_queue is not None else DEFAULT_PREFILL_QUEUE[self.topology]
+
+    def prefix_cache_capacity(self, profile_kv_capacity_tokens: int | None) -> int | None:
+        """The prefix-cache capacity in force (tokens per GPU), given the profile's KV capacity;
+        None: no caches."""
+        cache = self.prefix_cache_tokens
+        if cache == PROFILE_CAPACITY:
+            return profile_kv_capacity_tokens
+        return cache if isinstance(cache, int) else None
 
     @property
     def can_collocate(self) -> bool:

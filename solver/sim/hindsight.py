@@ -86,7 +86,10 @@ def rule_decisions(rule: StaticRule, records: SimRecords) -> BoolArray:
         return np.zeros(records.num_requests, dtype=np.bool_)
     if isinstance(rule, AlwaysDisaggregated):
         return np.ones(records.num_requests, dtype=np.bool_)
-    long_prompt: BoolArray = records.prompt_len > rule.threshold_tokens
+    uncached = records.prompt_len
+    if records.cached_prompt_tokens is not None:  # the rules compare the non-cached part
+        uncached = uncached - records.cached_prompt_tokens
+    long_prompt: BoolArray = uncached > rule.threshold_tokens
     if isinstance(rule, PromptThreshold):
         return long_prompt
     return long_prompt & (records.prefill_queue_requests < rule.max_queue_depth)

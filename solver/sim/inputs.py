@@ -3,11 +3,12 @@
 A policy wrapping a ``pdroute_core.routing`` model passes ``route_inputs(view)`` to its ``decide``.
 The view's fields carry ``RouteInputs``' names (``pdroute_core.route_fields``), and every
 optional input is reported (the simulator knows them all), so the model assumes nothing. The
-view differs in three ways, each mapped here: the simulator has no prefix cache
-(``cached_prompt_tokens`` 0), a run without an SLO has infinite targets (no target: ``None``),
-and a fleet without prefill GPUs has ``prefill_pool_gpus`` 0 (at least 1 here: without prefill
-GPUs no policy is asked). The view's ``colloc_num_waiting`` is the simulator's own (recorded,
-not an input).
+view differs in two ways, each mapped here: a run without an SLO has infinite targets (no
+target: ``None``), and a fleet without prefill GPUs has ``prefill_pool_gpus`` 0 (at least 1
+here: without prefill GPUs no policy is asked). The view's ``colloc_num_waiting`` is the
+simulator's own (recorded, not an input). ``cached_prompt_tokens`` is the decode target's
+prefix-cache hit (``solver.sim.prefix_reuse``; 0 without caches), passed as it is: the model
+prefills ``L - h`` collocated and transfers ``L - h`` disaggregated.
 
 The prefill rates are each GPU's prompt tokens in the steps started over the last
 ``PREFILL_RATE_WINDOW_MS`` (``BatchingGpu.prefill_tokens_per_s``): the past only.

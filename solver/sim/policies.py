@@ -10,10 +10,16 @@ Policies (names as on the command line):
 
 - ``collocated``: always prefill on the decode GPU.
 - ``disaggregated``: always prefill on a prefill GPU and move the KV cache.
-- ``threshold``: disaggregate when the prompt is longer than N tokens (llm-d's P/D decider).
-- ``threshold-queue``: disaggregate when the prompt is longer than N tokens *and* fewer than Q
-  requests wait in the prefill queue (NVIDIA Dynamo's conditional disaggregation rule,
-  ``max_local_prefill_length`` and ``max_prefill_queue_size``).
+- ``threshold``: disaggregate when the prompt's non-cached part is longer than N tokens (llm-d's
+  P/D decider; its prefix-based decider compares the prompt minus the decode pod's cached
+  prefix with ``nonCachedTokens``).
+- ``threshold-queue``: disaggregate when the prompt's non-cached part is longer than N tokens
+  *and* fewer than Q requests wait in the prefill queue (NVIDIA Dynamo's conditional
+  disaggregation rule: the prefill length less the decode worker's prefix hit against
+  ``max_local_prefill_length``, and ``max_prefill_queue_size``).
+
+The non-cached part is ``prompt_len - cached_prompt_tokens`` (the decode target's prefix hit,
+``solver.sim.prefix_reuse``): the whole prompt when the fleet has no prefix caches.
 - ``cost-model``: pdroute's ``AnalyticalCostModel.explain`` with the live ``system_load`` and
   ``decode_batch_size``; it predicts the chosen path's latency (``ModelPolicy``).
 - ``queue-aware``: pdroute's queue-, harm- and SLO-aware model (``QueueAwareModel``) on
@@ -93,7 +99,8 @@ class RouteView(NamedTuple):
     # ``PREFILL_RATE_WINDOW_MS`` (steps started then: the past only).
     colloc_prefill_tokens_per_s: float = 0.0
     decode_prefill_tokens_per_s: float = 0.0
-    cached_prompt_tokens: int = 0  # the simulator has no prefix cache
+    # Prompt tokens held in the decode target's prefix cache (0 without caches).
+    cached_prompt_tokens: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,7 +158,7 @@ class AlwaysDisaggregated:
 
 @dataclass(frozen=True)
 class PromptThreshold:
-    """Disaggregate iff ``prompt_len > threshold_tokens`` (llm-d's decider)."""
+    """Disaggregate iff ``prompt_len - cached_prompt_tokens > threshold_tokens`` (llm-d's decider)."""
 
     threshold_tokens: int = 1000
     name: str = "threshold"
@@ -161,16 +168,18 @@ class PromptThreshold:
         return f"threshold T={self.threshold_tokens}"
 
     def decide(self, view: RouteView) -> PolicyAnswer:
-        return ANSWER_DISAGGREGATED if view.prompt_len > self.threshold_tokens else ANSWER_COLLOCATED
+        long_prompt = view.prompt_len - view.cached_prompt_tokens > self.threshold_tokens
+        return ANSWER_DISAGGREGATED if long_prompt else ANSWER_COLLOCATED
 
 
 @dataclass(frozen=True)
 class PromptAndQueueThreshold:
-    """Disaggregate iff ``prompt_len > threshold_tokens`` and the prefill queue is short.
+    """Disaggregate iff ``prompt_len - cached_prompt_tokens > threshold_tokens`` and the prefill
+    queue is short.
 
-    NVIDIA Dynamo's conditional disaggregation: remote prefill when the prefill is longer than
-    ``max_local_prefill_length`` and the prefill queue holds fewer than
-    ``max_prefill_queue_size`` requests; otherwise prefill locally.
+    NVIDIA Dynamo's conditional disaggregation: remote prefill when the prefill (less the prefix
+    the decode worker holds) is longer than ``max_local_prefill_length`` and the prefill queue
+    holds fewer than ``max_prefill_queue_size`` requests; otherwise prefill locally.
     """
 
     threshold_tokens: int = 1000
@@ -182,7 +191,8 @@ class PromptAndQueueThreshold:
         return f"threshold-queue T={self.threshold_tokens} Q={self.max_queue_depth}"
 
     def decide(self, view: RouteView) -> PolicyAnswer:
-        if view.prompt_len > self.threshold_tokens and view.prefill_queue_requests < self.max_queue_depth:
+        uncached = view.prompt_len - view.cached_prompt_tokens
+        if uncached > self.threshold_tokens and view.prefill_queue_requests < self.max_queue_depth:
             return ANSWER_DISAGGREGATED
         return ANSWER_COLLOCATED
 

@@ -102,6 +102,11 @@ class SimRecords:
     # Engine steps and prefill-pool passes whose prefill lookup lies beyond the profile's measured
     # prompt lengths (a linear extrapolation, which underestimates attention's growth).
     num_extrapolated_steps: int
+    # Prefix caches (None: the run had none). The decode target's hit at routing, as the view
+    # reported it (tokens), and the prompt tokens the prefill skipped where it ran (a hit on the
+    # collocation GPU, or on the prefill GPU of a disaggregated request).
+    cached_prompt_tokens: IntArray | None = None
+    prefix_hit_tokens: IntArray | None = None
 
     @property
     def num_requests(self) -> int:

@@ -15,6 +15,9 @@ Definitions (``SimRecords`` gives TTFT, end-to-end latency and TPOT per request)
   ``share_shed`` is their share, ``share_infeasible`` the share of infeasible answers (shed or
   not);
 - ``ttft_error`` / ``e2e_error``: the policy's prediction error (``solver.sim.accuracy``);
+- prefix caches (None when the run had none): ``prefix_hit_token_share`` = prompt tokens the
+  prefill skipped thanks to a cache hit / prompt tokens, over the served requests;
+  ``prefix_hit_request_share`` = share of served requests with a hit where they prefilled;
 - ``num_passes``: forward passes run (engine steps and prefill-pool passes), of which
   ``num_extrapolated_passes`` read a prefill time beyond the profile's measured prompt lengths.
 """
@@ -86,6 +89,8 @@ class PolicyMetrics:
     setting: str | None = None  # the rule a hindsight-tuned entry chose at this load
     num_passes: int = 0  # engine steps plus prefill-pool passes
     num_extrapolated_passes: int = 0  # of them, with a prefill lookup beyond the measured grid
+    prefix_hit_token_share: float | None = None  # prompt tokens not prefilled (a cache hit) / all
+    prefix_hit_request_share: float | None = None  # requests with a hit where they prefilled
 
     @property
     def label(self) -> str:
@@ -106,6 +111,12 @@ def summarize(records: SimRecords, offered_rate: float, slo: SloLimits) -> Polic
     served = ~records.is_shed
     per_s = (lambda count: count / makespan_s) if makespan_s > 0 else (lambda count: float("nan"))
     e2e = records.e2e_ms
+    hit_tokens = hit_requests = None
+    if records.prefix_hit_tokens is not None:
+        skipped = records.prefix_hit_tokens[served]
+        prompt_total = float(np.sum(records.prompt_len[served]))
+        hit_tokens = float(np.sum(skipped)) / prompt_total if prompt_total else 0.0
+        hit_requests = float(np.count_nonzero(skipped)) / skipped.size if skipped.size else 0.0
     return PolicyMetrics(
         policy=records.policy,
         offered_rate=offered_rate,
@@ -125,6 +136,8 @@ def summarize(records: SimRecords, offered_rate: float, slo: SloLimits) -> Polic
         num_passes=records.num_engine_steps + records.num_prefill_forwards,
         num_extrapolated_passes=records.num_extrapolated_steps,
         e2e_error=PredictionError.of(records.predicted_e2e_ms, e2e),
+        prefix_hit_token_share=hit_tokens,
+        prefix_hit_request_share=hit_requests,
     )
 
 
@@ -149,9 +162,24 @@ TABLE_COLUMNS = (
     ("shed %", 6),
     ("disagg %", 8),
 )
+# Shown when a row ran with prefix caches: the token and request hit shares (%).
+CACHE_COLUMNS = (("hit tok %", 9), ("hit req %", 9))
 
 
-def _cells(m: PolicyMetrics) -> tuple[str, ...]:
+def _columns(metrics: Sequence[PolicyMetrics]) -> tuple[tuple[str, int], ...]:
+    """The table's columns: the cache columns only when some row had prefix caches."""
+    has_cache = any(m.prefix_hit_token_share is not None for m in metrics)
+    return TABLE_COLUMNS + CACHE_COLUMNS if has_cache else TABLE_COLUMNS
+
+
+def _cells(m: PolicyMetrics, num_columns: int = len(TABLE_COLUMNS)) -> tuple[str, ...]:
+    cache: tuple[str, ...] = ()
+    if num_columns > len(TABLE_COLUMNS):
+        token_share, request_share = m.prefix_hit_token_share, m.prefix_hit_request_share
+        cache = (
+            _fmt(None if token_share is None else 100 * token_share, 1),
+            _fmt(None if request_share is None else 100 * request_share, 1),
+        )
     return (
         m.label,
         _fmt(m.offered_rate, 2),
@@ -166,11 +194,12 @@ def _cells(m: PolicyMetrics) -> tuple[str, ...]:
         _fmt(100 * m.slo_attainment, 1),
         _fmt(100 * m.share_shed, 1),
         _fmt(100 * m.share_disaggregated, 1),
+        *cache,
     )
 
 
-def _line(cells: Sequence[str], first_width: int) -> str:
-    widths = [first_width, *(w for _, w in TABLE_COLUMNS[1:])]
+def _line(cells: Sequence[str], first_width: int, columns: Sequence[tuple[str, int]] = TABLE_COLUMNS) -> str:
+    widths = [first_width, *(w for _, w in columns[1:])]
     return "  ".join(
         c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True))
     )
@@ -179,21 +208,23 @@ def _line(cells: Sequence[str], first_width: int) -> str:
 def format_table(metrics: Sequence[PolicyMetrics]) -> str:
     """A fixed-width table (latencies in ms, rates in requests/s), one row per policy and load;
     below it, for the policies that predict, their prediction error (``solver.sim.accuracy``)."""
-    first = max([TABLE_COLUMNS[0][1], *(len(m.label) for m in metrics)])
-    header = _line([name for name, _ in TABLE_COLUMNS], first)
-    lines = [header, "-" * len(header), *(_line(_cells(m), first) for m in metrics)]
+    columns = _columns(metrics)
+    first = max([columns[0][1], *(len(m.label) for m in metrics)])
+    header = _line([name for name, _ in columns], first, columns)
+    lines = [header, "-" * len(header), *(_line(_cells(m, len(columns)), first, columns) for m in metrics)]
     errors = format_error_table(metrics)
     return "\n".join(lines) + (f"\n\nprediction error (chosen path)\n{errors}" if errors else "")
 
 
 def format_markdown(metrics: Sequence[PolicyMetrics]) -> str:
     """The same tables in Markdown (for docs)."""
-    names = [name for name, _ in TABLE_COLUMNS]
+    columns = _columns(metrics)
+    names = [name for name, _ in columns]
     rows = [
         "| " + " | ".join(names) + " |",
         "|" + "|".join("---" if i == 0 else "---:" for i in range(len(names))) + "|",
     ]
-    rows.extend("| " + " | ".join(_cells(m)) + " |" for m in metrics)
+    rows.extend("| " + " | ".join(_cells(m, len(columns))) + " |" for m in metrics)
     errors = format_error_markdown(metrics)
     return "\n".join(rows) + (f"\n\nPrediction error of the chosen path:\n\n{errors}" if errors else "")
 

@@ -56,10 +56,14 @@ def simulate(
     """Run ``policy`` over ``workload`` on ``fleet``; step times from ``profile``'s tables.
 
     ``slo`` is shown to the policy in every view; ``shed`` drops the requests it answers
-    infeasible (``solver.sim.events``)."""
+    infeasible (``solver.sim.events``). Given a ``StepLatency``, the fleet's prefix-cache
+    capacity ``"profile"`` finds no profile capacity (no caches)."""
     latency = profile if isinstance(profile, StepLatency) else StepLatency(profile)
+    kv_capacity = None if isinstance(profile, StepLatency) else profile.kv_capacity_tokens
     predicted = (prediction or OutputPrediction()).predict(workload)
-    sim = ClusterSimulation(fleet or FleetConfig(), latency, policy, slo=slo, shed=shed)
+    sim = ClusterSimulation(
+        fleet or FleetConfig(), latency, policy, slo=slo, shed=shed, kv_capacity_tokens=kv_capacity
+    )
     return sim.run(workload, predicted)
 
 
@@ -157,7 +161,9 @@ def run_sweep(
         def run(
             policy: Policy, workload: Workload = workload, predicted: np.ndarray = predicted
         ) -> SimRecords:
-            sim = ClusterSimulation(fleet, latency, policy, slo=slo, shed=shed)
+            sim = ClusterSimulation(
+                fleet, latency, policy, slo=slo, shed=shed, kv_capacity_tokens=profile.kv_capacity_tokens
+            )
             return sim.run(workload, predicted)
 
         def score(rec: SimRecords, rate: float = rate) -> PolicyMetrics:
@@ -188,6 +194,8 @@ def run_sweep(
             "max_num_seqs": fleet.max_num_seqs,
             "prefill_queue": fleet.prefill_queue_discipline,
             "first_token": fleet.first_token,
+            "prefix_cache_tokens": fleet.prefix_cache_capacity(profile.kv_capacity_tokens),
+            "decode_choice": fleet.decode_choice,
         },
         "prediction": prediction.label,
         "slo": {"ttft_ms": slo.ttft_ms, "tpot_ms": slo.tpot_ms},

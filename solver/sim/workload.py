@@ -15,6 +15,8 @@ import numpy as np
 import numpy.typing as npt
 
 from solver.errors import InvalidTrace
+from solver.sim.block_hashes import BlockHashes
+from solver.sim.turn_links import TurnLinks
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
@@ -27,12 +29,20 @@ MAX_TOKENS_PER_REQUEST = 10_000_000
 
 @dataclass(frozen=True, eq=False)
 class Workload:
-    """Requests sorted by arrival: times in seconds from the first arrival, lengths in tokens."""
+    """Requests sorted by arrival: times in seconds from the first arrival, lengths in tokens.
+
+    ``blocks``: each request's KV block-hash chain (``solver.sim.block_hashes``), what lets a
+    prefix cache find its reused prefix; None (the default): no content identity, no reuse.
+    ``links``: follow-up requests that arrive a think time after their previous turn finishes
+    (``solver.sim.turn_links``); None (the default): every request arrives at ``arrival_s``.
+    """
 
     arrival_s: FloatArray  # non-decreasing, starts at 0.0
     prompt_len: IntArray  # >= 1
     output_len: IntArray  # >= 1 (the first token comes from the prefill)
     source: str = "unknown"  # where the requests come from (file name or generator spec)
+    blocks: BlockHashes | None = None  # per-request block hashes (prompt, then output); None: none
+    links: TurnLinks | None = None  # closed-loop follow-ups; None: open loop (arrival_s for all)
 
     def __post_init__(self) -> None:
         n = len(self.arrival_s)
@@ -48,6 +58,15 @@ class Workload:
             self.output_len > MAX_TOKENS_PER_REQUEST
         ):
             raise InvalidTrace(f"prompt and output lengths must be <= {MAX_TOKENS_PER_REQUEST:,} tokens")
+        blocks = self.blocks
+        if blocks is not None:
+            if blocks.num_requests != n:
+                raise InvalidTrace(f"blocks: {blocks.num_requests} chains for {n} requests")
+            full = (self.prompt_len + self.output_len) // blocks.block_size
+            if np.any(blocks.num_blocks > full):
+                raise InvalidTrace("blocks: a chain is longer than its request's full blocks")
+        if self.links is not None and len(self.links.follow_up) and self.links.follow_up.max() >= n:
+            raise InvalidTrace("links: a follow-up beyond the workload's requests")
 
     @property
     def num_requests(self) -> int:
@@ -83,6 +102,8 @@ class Workload:
             prompt_len=self.prompt_len,
             output_len=self.output_len,
             source=f"{self.source} x{factor:g}",
+            blocks=self.blocks,
+            links=self.links,
         )
 
     def head(self, num_requests: int) -> Workload:
@@ -94,6 +115,8 @@ class Workload:
             self.prompt_len[:num_requests],
             self.output_len[:num_requests],
             self.source,
+            None if self.blocks is None else self.blocks.head(num_requests),
+            None if self.links is None else self.links.head(num_requests),
         )
 
 

@@ -5,6 +5,8 @@ Example::
     pdroute simulate --profile profile.json --params params.json --trace trace.csv \\
         --policies all --rates 1,2,4,8 -o results/
     pdroute simulate --poisson 2000 --rates 4,8     # the embedded profile and params
+    pdroute simulate --sessions chat:turns=8,think_s=20 --rates 0.5,1 \
+        --prefix-cache-tokens 200000 -o results/     # conversations over prefix caches
 
 Without ``--profile`` the step times come from the embedded default profile (the one the
 embedded params are fitted from), as ``pdroute serve`` decides on the embedded params.
@@ -47,8 +49,20 @@ def register(sub: Any) -> None:
         help="params.json for the cost-model and queue-aware policies (default: embedded)",
     )
     load = src.add_mutually_exclusive_group(required=True)
-    load.add_argument("--trace", type=Path, help="trace CSV: Azure format or timestamp_s,prompt,output")
+    load.add_argument(
+        "--trace",
+        type=Path,
+        help="trace CSV (Azure format or timestamp_s,prompt,output), or .jsonl with hash ids (Mooncake "
+        "form: timestamp ms, input_length, output_length, hash_ids) for prefix caches",
+    )
     load.add_argument("--poisson", type=int, metavar="N", help="generate N Poisson arrivals instead")
+    load.add_argument(
+        "--sessions",
+        metavar="SPEC",
+        help="generate multi-turn sessions with block hashes: chat|agent[:KEY=VALUE,...], keys sessions, "
+        "turns, think_s, first, new, output, system_share, system_len, systems, max_context, sigma, "
+        "reply_s_per_token (docs/simulation.md); --rates are then sessions/s",
+    )
     src.add_argument(
         "--lengths",
         default="lognormal:1024,128",
@@ -56,6 +70,12 @@ def register(sub: Any) -> None:
         "| empirical:TRACE.csv (default %(default)s)",
     )
     src.add_argument("--max-requests", type=int, help="use only the first N requests of the trace")
+    src.add_argument(
+        "--trace-block-size",
+        type=int,
+        default=512,
+        help="tokens per hash id of a .jsonl trace (default %(default)s, the Mooncake traces')",
+    )
     src.add_argument("--seed", type=int, default=0, help="generator seed (default %(default)s)")
     sweep = p.add_argument_group("loads and policies")
     sweep.add_argument("--rates", help="offered loads in requests/s, comma-separated (trace: rescaled)")
@@ -121,6 +141,20 @@ def register(sub: Any) -> None:
     )
     fleet.add_argument("--max-num-seqs", type=int, default=256, help="running requests per engine GPU")
     fleet.add_argument(
+        "--prefix-cache-tokens",
+        default="profile",
+        metavar="N|profile|none",
+        help="prefix-cache capacity per GPU in tokens, for workloads with block hashes (--sessions): "
+        "N, profile (its kv_capacity_tokens; none when it has none; the default) or none",
+    )
+    fleet.add_argument(
+        "--decode-choice",
+        default="least-loaded",
+        choices=("least-loaded", "prefix-affinity"),
+        help="how the gateway picks the decode GPU (default %(default)s; prefix-affinity: the fewest "
+        "uncached prompt tokens plus queued prefill and decode KV, as Dynamo's KV router)",
+    )
+    fleet.add_argument(
         "--prefill-queue",
         choices=("shared", "round-robin", "least-loaded"),
         help="prefill pool queueing (default: round-robin for conditional, least-loaded for pools)",
@@ -149,6 +183,20 @@ def _numbers(text: str, flag: str) -> list[float]:
     if not values or any(not v > 0 for v in values):
         raise UsageError(f"{flag}: expected numbers > 0, got {text!r}")
     return values
+
+
+def _cache_tokens(text: str) -> int | str | None:
+    """``--prefix-cache-tokens``: an integer >= 0, ``profile`` or ``none``."""
+    value = text.strip().lower()
+    if value in ("profile", "none"):
+        return None if value == "none" else "profile"
+    try:
+        tokens = int(value)
+    except ValueError:
+        tokens = -1
+    if tokens < 0:
+        raise UsageError(f"--prefix-cache-tokens: expected N >= 0, profile or none, got {text!r}")
+    return tokens
 
 
 def run(args: argparse.Namespace) -> int:
@@ -225,6 +273,7 @@ def run(args: argparse.Namespace) -> int:
         )
     if budget is None:
         budget = max(StepLatency(profile).max_chunk, args.max_num_seqs)
+    cache_tokens = _cache_tokens(args.prefix_cache_tokens)
     fleet = FleetConfig(
         topology=args.topology,
         num_prefill=args.prefill_gpus,
@@ -234,8 +283,28 @@ def run(args: argparse.Namespace) -> int:
         max_num_seqs=args.max_num_seqs,
         prefill_queue=args.prefill_queue,
         first_token=args.first_token,
+        prefix_cache_tokens=cache_tokens,
+        decode_choice=args.decode_choice,
     )
-    if args.trace is not None:
+    if args.sessions is not None:
+        from solver.sim.sessions import parse_session_spec, session_workload
+
+        shape = parse_session_spec(args.sessions)
+        if args.rates is None or args.scales is not None:
+            raise UsageError("--sessions needs --rates (sessions per second), not --scales")
+        workloads = [session_workload(shape, r, seed=args.seed) for r in _numbers(args.rates, "--rates")]
+        if args.max_requests is not None:
+            workloads = [w.head(args.max_requests) for w in workloads]
+        base = workloads[0]
+        notes.append(
+            "--sessions: --rates are sessions/s; the table's rate/s is the requests' nominal rate (the open "
+            "schedule; in a closed loop thr/s is what arrived)"
+        )
+    elif args.trace is not None and args.trace.suffix == ".jsonl":
+        from solver.sim.hashed_trace import read_hashed_trace
+
+        base = read_hashed_trace(args.trace, args.trace_block_size)
+    elif args.trace is not None:
         base = read_trace(args.trace)
     else:
         if args.lengths.startswith("empirical:"):
@@ -247,16 +316,29 @@ def run(args: argparse.Namespace) -> int:
         if args.rates is None:
             raise UsageError("--poisson needs --rates")
         base = poisson_workload(args.poisson, 1.0, lengths, seed=args.seed)
-    if args.max_requests is not None:
-        base = base.head(args.max_requests)
-    if args.rates is not None and args.scales is not None:
-        raise UsageError("give --rates or --scales, not both")
-    if args.rates is not None:
-        workloads = [base.at_rate(r) for r in _numbers(args.rates, "--rates")]
-    elif args.scales is not None:
-        workloads = [base.scaled(s) for s in _numbers(args.scales, "--scales")]
+    if args.sessions is not None:
+        pass  # one generated workload per rate, above
     else:
-        workloads = [base]
+        if args.max_requests is not None:
+            base = base.head(args.max_requests)
+        if args.rates is not None and args.scales is not None:
+            raise UsageError("give --rates or --scales, not both")
+        if args.rates is not None:
+            workloads = [base.at_rate(r) for r in _numbers(args.rates, "--rates")]
+        elif args.scales is not None:
+            workloads = [base.scaled(s) for s in _numbers(args.scales, "--scales")]
+        else:
+            workloads = [base]
+    capacity = fleet.prefix_cache_capacity(profile.kv_capacity_tokens)
+    if base.blocks is None:
+        if isinstance(cache_tokens, int):
+            notes.append("--prefix-cache-tokens: the workload has no block hashes, so nothing is reused")
+    else:
+        notes.append(
+            "prefix caches: none (--prefix-cache-tokens, or the profile has no kv_capacity_tokens)"
+            if capacity is None
+            else f"prefix caches: {capacity:,} tokens per GPU, decode GPU by {fleet.decode_choice}"
+        )
     policies = make_policies(
         names,
         model=model,

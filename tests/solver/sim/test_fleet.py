@@ -33,8 +33,18 @@ def test_paths_per_topology() -> None:
         ({"num_decode": 0}, "at least one decode GPU"),
         ({"num_mixed": 2}, "mixed GPUs belong to the pools topology"),
         ({"topology": "pools", "num_prefill": 1, "num_decode": 0}, "pools topology needs"),
+        ({"prefix_cache_tokens": -1}, "prefix_cache_tokens: expected an integer >= 0"),
+        ({"prefix_cache_tokens": "all"}, "prefix_cache_tokens"),
+        ({"decode_choice": "random"}, "decode_choice: unknown 'random'"),
     ],
 )
 def test_invalid_fleets(kwargs: dict[str, Any], message: str) -> None:
     with pytest.raises(InvalidSimConfig, match=message):
         FleetConfig(**kwargs)
+
+
+def test_prefix_cache_capacity_in_force() -> None:
+    assert FleetConfig().prefix_cache_capacity(400_000) == 400_000  # the profile's by default
+    assert FleetConfig().prefix_cache_capacity(None) is None
+    assert FleetConfig(prefix_cache_tokens=1000).prefix_cache_capacity(400_000) == 1000
+    assert FleetConfig(prefix_cache_tokens=None).prefix_cache_capacity(400_000) is None

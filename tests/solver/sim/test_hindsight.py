@@ -102,3 +102,19 @@ def test_pick_best_breaks_near_ties_by_ttft_p99(profile: ProfileResult, workload
     assert pick_best([("a", m), ("b", slightly_lower)])[0] == "b"
     assert pick_best([("a", m), ("c", clearly_lower)])[0] == "a"
     assert pick_best([("a", m), ("d", m)])[0] == "a"  # exact tie: grid order
+
+
+def test_shared_runs_equal_fresh_runs_with_prefix_caches(profile: ProfileResult) -> None:
+    # The rules compare the non-cached part of the prompt, in the vectorised replay too.
+    from solver.sim.sessions import SHAPE_DEFAULTS, session_workload
+
+    latency = StepLatency(profile)
+    wl = session_workload(replace(SHAPE_DEFAULTS["chat"], sessions=80), 3.0, 0)
+    fleet = replace(FLEET, prefix_cache_tokens=50_000)
+    runs = StaticRuns(lambda p: simulate(latency, wl, p, fleet))
+    for rule in GRID.rules():
+        shared = runs.records(rule)
+        fresh = simulate(latency, wl, rule, fleet)
+        assert fresh.cached_prompt_tokens is not None and fresh.cached_prompt_tokens.any()
+        for name in ("first_token_ms", "finish_ms", "is_disaggregated"):
+            assert np.array_equal(getattr(shared, name), getattr(fresh, name), equal_nan=True), (rule, name)

@@ -66,7 +66,7 @@ def queue_model() -> QueueAwareModel:
 def test_rules_on_single_views(view: RouteView) -> None:
     assert make_policy("collocated").decide(view) == PolicyAnswer(COLLOCATED)
     assert make_policy("disaggregated").decide(view) == PolicyAnswer(DISAGGREGATED)
-    long_prompt = view.prompt_len > 1000
+    long_prompt = view.prompt_len - view.cached_prompt_tokens > 1000  # the non-cached part
     assert (PromptThreshold(1000).decide(view).decision == DISAGGREGATED) == long_prompt
     short_queue = view.prefill_queue_requests < 3
     answer = PromptAndQueueThreshold(1000, 3).decide(view)
@@ -243,3 +243,10 @@ def test_policies_see_only_what_a_gateway_sees(profile: ProfileResult, mixed_wor
     rates = [v.colloc_prefill_tokens_per_s for v in spy.views]
     assert rates[0] == 0.0 and max(rates) > 0.0 and min(rates) >= 0.0
     assert rec.is_disaggregated.tolist() == [i % 2 == 0 for i in range(mixed_workload.num_requests)]
+
+
+@pytest.mark.parametrize(("cached", "expected"), [(0, DISAGGREGATED), (99, DISAGGREGATED), (100, COLLOCATED)])
+def test_threshold_rules_compare_the_non_cached_part(cached: int, expected: str) -> None:
+    view = RouteView(1100, 100, 0, 0, 0, 512, cached_prompt_tokens=cached)
+    assert PromptThreshold(1000).decide(view).decision == expected
+    assert PromptAndQueueThreshold(1000, 2).decide(view).decision == expected

@@ -178,6 +178,9 @@ def test_simulate_best_static_with_shedding(tmp_path: Path, profile_file: Path) 
         (["--trace", "GOOD", "--calibrate", "--calibrate-refresh", "0"], "--calibrate-refresh: expected"),
         (["--trace", "GOOD", "--max-num-batched-tokens", "100"], "100 is below max_num_seqs 256"),
         (["--trace", "GOOD", "--max-num-batched-tokens", "512", "--chunk-size", "512"], "not both"),
+        (["--trace", "GOOD", "--prefix-cache-tokens", "lots"], "--prefix-cache-tokens: expected N >= 0"),
+        (["--sessions", "chat:turns=0", "--rates", "1"], "turns must be >= 1"),
+        (["--sessions", "chat", "--scales", "2"], "--sessions needs --rates"),
     ],
 )
 def test_simulate_errors_are_one_line(
@@ -248,3 +251,47 @@ def test_simulate_calibrate_adds_the_calibrated_policy_per_load(
     assert [p for p, _ in rows] == ["collocated", "queue-aware", "queue-aware+cal"] * 2
     cal = [r for r in doc["results"] if r["policy"] == "queue-aware+cal"]
     assert all(r["e2e_error"] is not None for r in cal)
+
+
+def test_simulate_sessions_reports_prefix_hits(
+    tmp_path: Path, profile_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "results"
+    args = ["simulate", "--profile", str(profile_file), "--sessions", "chat:sessions=40,turns=4"]
+    args += ["--rates", "1,2", "--policies", "collocated,threshold-queue", "--no-plots", "-o"]
+    cache = ["--prefix-cache-tokens", "50000", "--decode-choice", "prefix-affinity"]
+    assert main([*args, str(out), *cache]) == 0
+    printed = capsys.readouterr()
+    assert "hit tok %" in printed.out and "prefix caches: 50,000 tokens per GPU" in printed.err
+    doc = json.loads((out / "results.json").read_text())
+    assert doc["settings"]["fleet"]["prefix_cache_tokens"] == 50_000
+    shares = [r["prefix_hit_token_share"] for r in doc["results"]]
+    assert len(shares) == 4 and all(0.2 < s < 1 for s in shares)
+    # Without a capacity (the synthetic profile gives none) nothing is reused or shown.
+    assert main([*args, str(tmp_path / "off")]) == 0
+    assert "hit tok %" not in capsys.readouterr().out
+
+
+def test_simulate_a_jsonl_trace_with_hash_ids(
+    tmp_path: Path, profile_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rng = np.random.default_rng(0)
+    rows = []
+    for i in range(60):  # one shared 1,024-token prefix, then a private block
+        ids = [1, 2, 100 + i]
+        rows.append(
+            {
+                "timestamp": 100 * i,
+                "input_length": int(rng.integers(1536, 1800)),
+                "output_length": 8,
+                "hash_ids": ids,
+            }
+        )
+    trace = tmp_path / "trace.jsonl"
+    trace.write_text("\n".join(json.dumps(r) for r in rows))
+    out = tmp_path / "results"
+    args = ["simulate", "--profile", str(profile_file), "--trace", str(trace), "--policies", "collocated"]
+    assert main([*args, "--prefix-cache-tokens", "20000", "--no-plots", "-o", str(out)]) == 0
+    assert "hit tok %" in capsys.readouterr().out
+    share = json.loads((out / "results.json").read_text())["results"][0]["prefix_hit_token_share"]
+    assert 0.5 < share < 0.7  # 1,024 of about 1,670 tokens, after each GPU's first request
