@@ -20,7 +20,11 @@ from app.cli.usage import UsageError
 
 TORCH_DEFAULT_MODEL = "qwen3-8b"
 AICONFIGURATOR_DEFAULT_MODEL = "Qwen/Qwen3-8B"
-GRID_OPTIONS = ("prompt_lens", "kv_lens", "batch_sizes", "chunk_sizes", "decode_batches")
+GRID_OPTIONS = ("prompt_lens", "kv_lens", "batch_sizes", "chunk_sizes", "decode_batches", "prefix_lens")
+GRID_PRESETS = ("design", "quick", "long")
+GRID_HELP = {
+    "prefix_lens": "T_chunk_prefix: tokens already cached before a pass of each chunk size [none; long: to 32,256]"
+}
 
 
 def int_list(text: str) -> tuple[int, ...]:
@@ -74,10 +78,14 @@ def register(subparsers: Any) -> None:
     g.add_argument("--bandwidth-gbps", type=float, help="state the KV bandwidth (GB/s) instead of measuring")
     g.add_argument("--transfer-path", help="label of that stated path (e.g. rdma-network)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    grid = p.add_argument_group("grids (default: the design's; --quick: a small CPU grid)")
-    grid.add_argument("--quick", action="store_true")
+    grid = p.add_argument_group(
+        "grids (default: the design's; --quick: a small CPU grid; --grid long: to 32,768 tokens, "
+        "with T_chunk_prefix)"
+    )
+    grid.add_argument("--quick", action="store_true", help="the same as --grid quick")
+    grid.add_argument("--grid", choices=GRID_PRESETS, help="the grid preset the options below change [design]")
     for name in GRID_OPTIONS:
-        grid.add_argument(f"--{name.replace('_', '-')}", type=int_list, metavar="N,N,...")
+        grid.add_argument(f"--{name.replace('_', '-')}", type=int_list, metavar="N,N,...", help=GRID_HELP.get(name))
     grid.add_argument("--interference-kv-len", type=_positive_int)
     grid.add_argument("--warmup", type=_non_negative_int)
     grid.add_argument("--repeats", type=_positive_int)
@@ -92,12 +100,15 @@ def register(subparsers: Any) -> None:
 
 
 def grids_from_args(args: argparse.Namespace) -> Any:
-    """The ``ProfileGrids`` of the command line: the default (or ``--quick``) grids, each option
-    replacing its grid."""
-    from solver.profile_result import QUICK_GRIDS, ProfileGrids
+    """The ``ProfileGrids`` of the command line: the preset (``--grid``; ``--quick`` is ``--grid
+    quick``; the design's by default), each option replacing its grid."""
+    from solver.profile_result import LONG_GRIDS, QUICK_GRIDS, ProfileGrids
 
+    preset = args.grid or ("quick" if args.quick else "design")
+    if args.quick and preset != "quick":
+        raise UsageError(f"--quick is --grid quick; it cannot go with --grid {preset}")
     quick = profile_engine.quick_grids() if args.source == "engine" else QUICK_GRIDS
-    base = quick if args.quick else ProfileGrids()
+    base = {"design": ProfileGrids(), "quick": quick, "long": LONG_GRIDS}[preset]
     fields = (*GRID_OPTIONS, "interference_kv_len", "warmup", "repeats")
     changes = {name: getattr(args, name) for name in fields if getattr(args, name) is not None}
     return dataclasses.replace(base, **changes)
