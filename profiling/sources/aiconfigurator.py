@@ -96,7 +96,8 @@ def _check_context(grids: ProfileGrids, src: ResolvedSource) -> None:
             continue
         if need > context:
             raise InvalidProfile(
-                f"grids.{name}: a point needs {need} positions but {src.model} has {context}; shorten the grid"
+                f"grids.{name}: a point needs {need} positions but {src.model} has {context}; "
+                "shorten the grid"
             )
 
 

@@ -94,7 +94,8 @@ def estimate_kv_capacity(src: ResolvedSource, tp_size: int) -> KVCapacity:
         )
     except ValueError as exc:
         raise UnsupportedSource(
-            f"aiconfigurator could not size the KV cache of {src.model} on {src.system} at tp {tp_size}: {exc}"
+            f"aiconfigurator could not size the KV cache of {src.model} on {src.system} "
+            f"at tp {tp_size}: {exc}"
         ) from None
     breakdown = {str(k): int(v) for k, v in (estimate.get("memory_breakdown") or {}).items()}
     return KVCapacity(

@@ -75,9 +75,7 @@ class StepEstimator:
         self.model = get_model(source.model, build_model_config(tp_size, 1, 1, 1, 1), source.backend)
         self.session = InferenceSession(self.model, database, get_backend(source.backend))
 
-    def static(
-        self, mode: str, batch: int, isl: int, osl: int, prefix: int = 0
-    ) -> tuple[float | None, Any]:
+    def static(self, mode: str, batch: int, isl: int, osl: int, prefix: int = 0) -> tuple[float | None, Any]:
         """Latency (ms) of one static context or generation step, or None when out of memory;
         ``prefix`` of the ``isl`` tokens are already cached (context steps)."""
         from aiconfigurator.sdk.config import RuntimeConfig

@@ -2,6 +2,7 @@
 
     pdroute profile --model qwen3-8b -o profile_data.pt                 # on the GPU, full grid
     pdroute profile --quick --model tiny --device cpu -o profile.json   # seconds on a CPU
+    pdroute profile --grid long --model qwen3-8b -o long.pt              # on the GPU, to 32,768 tokens
     pdroute profile --source aiconfigurator --model Qwen/Qwen3-8B --system h100_sxm -o profile.json
     pdroute profile --engine-url URL --handoff-url URL2 --quick -o live.json   # a live engine's API
 
@@ -23,7 +24,8 @@ AICONFIGURATOR_DEFAULT_MODEL = "Qwen/Qwen3-8B"
 GRID_OPTIONS = ("prompt_lens", "kv_lens", "batch_sizes", "chunk_sizes", "decode_batches", "prefix_lens")
 GRID_PRESETS = ("design", "quick", "long")
 GRID_HELP = {
-    "prefix_lens": "T_chunk_prefix: tokens already cached before a pass of each chunk size [none; long: to 32,256]"
+    "prefix_lens": "T_chunk_prefix: tokens already cached before a pass of each chunk size "
+    "[none; long: 512 to 32,256]"
 }
 
 
@@ -77,15 +79,23 @@ def register(subparsers: Any) -> None:
     g.add_argument("--cpu-threads", type=_positive_int, help="intra-op threads of a CPU run [1]")
     g.add_argument("--bandwidth-gbps", type=float, help="state the KV bandwidth (GB/s) instead of measuring")
     g.add_argument("--transfer-path", help="label of that stated path (e.g. rdma-network)")
+    g.add_argument(
+        "--prefill-pass-tokens",
+        type=_positive_int,
+        metavar="N",
+        help="measure prompts over N tokens as chunked prefill, passes of N over the cached ones "
+        "[one forward; passes of 8192 where that runs out of GPU memory]",
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     grid = p.add_argument_group(
         "grids (default: the design's; --quick: a small CPU grid; --grid long: to 32,768 tokens, "
         "with T_chunk_prefix)"
     )
     grid.add_argument("--quick", action="store_true", help="the same as --grid quick")
-    grid.add_argument("--grid", choices=GRID_PRESETS, help="the grid preset the options below change [design]")
+    grid.add_argument("--grid", choices=GRID_PRESETS, help="the preset the options below change [design]")
     for name in GRID_OPTIONS:
-        grid.add_argument(f"--{name.replace('_', '-')}", type=int_list, metavar="N,N,...", help=GRID_HELP.get(name))
+        flag = f"--{name.replace('_', '-')}"
+        grid.add_argument(flag, type=int_list, metavar="N,N,...", help=GRID_HELP.get(name))
     grid.add_argument("--interference-kv-len", type=_positive_int)
     grid.add_argument("--warmup", type=_non_negative_int)
     grid.add_argument("--repeats", type=_positive_int)
@@ -125,6 +135,7 @@ TORCH_ONLY = (
     "cpu_threads",
     "bandwidth_gbps",
     "transfer_path",
+    "prefill_pass_tokens",
 )
 AICONFIGURATOR_ONLY = ("system", "backend", "backend_version", "transfer", "tp")
 ENGINE_USES = ("seed", "bandwidth_gbps")  # torch options the live engine source also reads
@@ -194,6 +205,7 @@ def run(args: argparse.Namespace) -> int:
             bandwidth_gbps=args.bandwidth_gbps,
             transfer_path=args.transfer_path,
             progress=not args.no_progress,
+            prefill_pass_tokens=args.prefill_pass_tokens,
         )
     _summary(profile, out)
     return 0
@@ -205,8 +217,12 @@ def _summary(profile: Any, out: Any) -> None:
     prov, failed = profile.provenance, profile.provenance.get("failed_points", [])
     print(
         f"profile: {len(profile.T_prefill)} prefill, {len(profile.T_decode)} decode, "
-        f"{len(profile.T_interference)} interference points; KV path {profile.transfer_path} at "
+        f"{len(profile.T_interference)} interference"
+        + (f", {len(profile.T_chunk_prefix)} chunk-over-prefix" if profile.T_chunk_prefix else "")
+        + f" points; KV path {profile.transfer_path} at "
         f"{profile.p2p_bandwidth_GBps:.3g} GB/s; device {hardware_name(profile)}"
+        + (f"; KV cache {profile.kv_capacity_tokens} tokens" if profile.kv_capacity_tokens else "")
+        + (f"; {len(omitted)} points out of memory" if (omitted := prov.get("omitted_points")) else "")
         + (f"; {len(failed)} points failed" if failed else "")
         + (f"; {prov['elapsed_s']:.1f} s" if "elapsed_s" in prov else "")
     )

@@ -346,9 +346,8 @@ def test_chunk_prefix_points_out_of_memory_are_left_out_and_listed() -> None:
 def test_kv_capacity_is_memory_times_the_engines_fraction_less_non_kv_over_bytes_per_token(
     model: str, system: str, tp_size: int
 ) -> None:
-    p = profile_from_aiconfigurator(
-        **{**QWEN3_8B, "model": model, "system": system}, backend_version="0.24.0", tp_size=tp_size, grids=SMALL
-    )
+    request = {**QWEN3_8B, "model": model, "system": system, "backend_version": "0.24.0"}
+    p = profile_from_aiconfigurator(**request, tp_size=tp_size, grids=SMALL)
     derivation = p.provenance["kv_capacity"]
     memory = _spec(system)["gpu"]["mem_capacity"]
     assert derivation["gpu_memory_bytes"] == memory
@@ -362,12 +361,14 @@ def test_kv_capacity_is_memory_times_the_engines_fraction_less_non_kv_over_bytes
     assert derivation["kv_bytes_per_token_per_gpu"] * tp_size == p.bytes_per_token
     expected = int((memory * 0.92 - non_kv) // (p.bytes_per_token // tp_size))
     assert p.kv_capacity_tokens is not None and abs(p.kv_capacity_tokens - expected) <= 1
-    assert profile_from_json_dict(json.loads(json.dumps(p.to_json_dict()))).kv_capacity_tokens == p.kv_capacity_tokens
+    again = profile_from_json_dict(json.loads(json.dumps(p.to_json_dict())))
+    assert again.kv_capacity_tokens == p.kv_capacity_tokens
 
 
 def test_kv_capacity_grows_with_the_gpus_memory() -> None:
     h100 = profile_from_aiconfigurator(**QWEN3_8B, backend_version="0.24.0", grids=SMALL)
-    h200 = profile_from_aiconfigurator(**{**QWEN3_8B, "system": "h200_sxm"}, backend_version="0.24.0", grids=SMALL)
+    h200_request = {**QWEN3_8B, "system": "h200_sxm", "backend_version": "0.24.0"}
+    h200 = profile_from_aiconfigurator(**h200_request, grids=SMALL)
     assert h100.kv_capacity_tokens is not None and h200.kv_capacity_tokens is not None
     # The same non-KV memory on both: the extra 61 GB of the H200 (times 0.92) is all KV cache.
     extra = (_spec("h200_sxm")["gpu"]["mem_capacity"] - _spec("h100_sxm")["gpu"]["mem_capacity"]) * 0.92
