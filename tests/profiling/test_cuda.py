@@ -62,8 +62,9 @@ def test_quick_profile_on_cuda() -> None:
 
 def test_chunks_over_cached_prefixes_on_cuda() -> None:
     grids = dataclasses.replace(QUICK_GRIDS, prefix_lens=(256, 1024))
-    options = {"grids": grids, "device": "cuda", "progress": False, "prefill_pass_tokens": 64}
-    result = run_full_profile("tiny", None, **options)
+    result = run_full_profile(
+        "tiny", None, grids=grids, device="cuda", progress=False, prefill_pass_tokens=64
+    )
     assert set(result.T_chunk_prefix) == {(p, c) for p in (256, 1024) for c in QUICK_GRIDS.chunk_sizes}
     assert set(result.provenance["chunked_prefill"]) == {"prefill/128"}
     assert result.provenance["failed_points"] == []

@@ -213,6 +213,7 @@ def test_the_long_preset_and_prefix_lens() -> None:
 def test_bad_grid_options_are_one_line(
     argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    code: str | int | None
     try:
         code = main(["profile", "-o", "p.json", *argv])
     except SystemExit as exc:  # argparse's own errors exit 2 after the usage lines
