@@ -18,8 +18,13 @@ from profiling.sources.live_prefix import (
 from tests.app.engines.expositions import vllm_text
 
 
-def _info(max_model_len: int | None = 4096, **config: str) -> EngineInfo:
-    labels = {"block_size": "16", "num_gpu_blocks": "27000", "enable_prefix_caching": "True", **config}
+def _info(max_model_len: int | None = 4096, config: dict[str, str] | None = None) -> EngineInfo:
+    labels = {
+        "block_size": "16",
+        "num_gpu_blocks": "27000",
+        "enable_prefix_caching": "True",
+        **(config or {}),
+    }
     return EngineInfo("http://e", "m", "0.11.0", max_model_len, labels, "vllm")
 
 
@@ -40,7 +45,7 @@ def test_kv_capacity_is_blocks_times_block_size_from_vllms_cache_config() -> Non
     ],
 )
 def test_kv_capacity_falls_back_to_the_pool_size_or_none(labels: dict[str, str], tokens: int | None) -> None:
-    assert _info(**labels).kv_capacity_tokens == tokens
+    assert _info(config=labels).kv_capacity_tokens == tokens
 
 
 def test_the_second_prompt_starts_with_the_first() -> None:
@@ -65,8 +70,8 @@ def test_a_prefix_not_served_from_the_cache_is_refused() -> None:
 @pytest.mark.parametrize(
     ("info", "message"),
     [
-        (_info(block_size="x"), "no block_size"),
-        (_info(enable_prefix_caching="False"), "prefix caching is off"),
+        (_info(config={"block_size": "x"}), "no block_size"),
+        (_info(config={"enable_prefix_caching": "False"}), "prefix caching is off"),
         (_info(max_model_len=2048), r"needs 2305 positions but the engine's max_model_len is 2048"),
     ],
 )
