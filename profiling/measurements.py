@@ -119,35 +119,36 @@ class Measurements:
                 out[n] = t[name].median_ms
         return out
 
+    def _over_prefix(
+        self, passes: PrefixPasses, prefix: int, chunk: int, filled: list[list[int]]
+    ) -> dict[str, Timing]:
+        """One chunk over a cached prefix; the prefix is written on first use into ``filled``."""
+        if not filled:
+            table = self.runner.allocator.allocate(prefix + max(self.grids.chunk_sizes))
+            try:
+                passes.fill(table, prefix)
+            except BaseException:
+                self.runner.allocator.free(table)
+                raise
+            filled.append(table)
+        return {f"chunk_prefix/{prefix}x{chunk}": passes.time_pass(filled[0], prefix, chunk)}
+
     def chunk_prefix(self, points: PointRecorder) -> dict[tuple[int, int], float]:
         """``T_chunk_prefix``: each chunk size over each cached prefix (``profiling.prefix_passes``);
         a prefix is written into the cache once and serves every chunk size."""
         out: dict[tuple[int, int], float] = {}
-        passes, alloc = self._passes(), self.runner.allocator
-        longest_chunk = max(self.grids.chunk_sizes)
+        passes = self._passes()
         for prefix in self.grids.prefix_lens:
             filled: list[list[int]] = []  # the prefix's block table, once written
-
-            def over_prefix(prefix: int, chunk: int, name: str, filled: list[list[int]]) -> dict[str, Timing]:
-                if not filled:
-                    table = alloc.allocate(prefix + longest_chunk)
-                    try:
-                        passes.fill(table, prefix)
-                    except BaseException:
-                        alloc.free(table)
-                        raise
-                    filled.append(table)
-                return {name: passes.time_pass(filled[0], prefix, chunk)}
-
             try:
                 for chunk in self.grids.chunk_sizes:
                     name = f"chunk_prefix/{prefix}x{chunk}"
-                    t = points.run(name, partial(over_prefix, prefix, chunk, name, filled))
+                    t = points.run(name, partial(self._over_prefix, passes, prefix, chunk, filled))
                     if t is not None:
                         out[(prefix, chunk)] = t[name].median_ms
             finally:
                 for table in filled:
-                    alloc.free(table)
+                    self.runner.allocator.free(table)
         return out
 
     def decode(self, points: PointRecorder) -> dict[tuple[int, int], float]:

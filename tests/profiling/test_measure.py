@@ -273,3 +273,25 @@ def test_a_prefill_out_of_memory_in_one_forward_is_measured_in_passes(
     entry = result.provenance["chunked_prefill"]["prefill/24"]
     assert entry["pass_tokens"] == 16 and entry["num_passes"] == 2
     assert "out of memory" in entry["why"]
+
+
+def test_chunks_over_prefixes_give_back_every_block(monkeypatch: pytest.MonkeyPatch) -> None:
+    runner = ModelRunner(
+        PRESETS["tiny"], kv_capacity_tokens=measure_module.kv_capacity_tokens(LONG), block_size=4
+    )
+    free = runner.allocator.num_free
+    measure = measure_module.Measurements(runner, LONG, use_graphs=False, seed=0)
+    points = PointRecorder(total=1, progress=False)
+    assert len(measure.chunk_prefix(points)) == 4
+    assert runner.allocator.num_free == free and points.failed == []
+    forward = ModelRunner.forward
+
+    def oom_in_a_pass(self: ModelRunner, batch: ForwardBatch) -> torch.Tensor:
+        if batch.prefills and batch.prefills[0].num_cached == 33:
+            raise torch.OutOfMemoryError("CUDA out of memory")
+        return forward(self, batch)
+
+    monkeypatch.setattr(ModelRunner, "forward", oom_in_a_pass)
+    assert set(measure.chunk_prefix(points)) == {(12, 8), (12, 16)}
+    assert [f["point"] for f in points.failed] == ["chunk_prefix/33x8", "chunk_prefix/33x16"]
+    assert runner.allocator.num_free == free
