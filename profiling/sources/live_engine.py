@@ -84,7 +84,8 @@ def _bar(total: int, enabled: bool) -> tuple[Callable[[], None], Callable[[], No
     return (lambda: bar.update(1)), bar.close
 
 
-def _num_samples(req: LiveProfileRequest) -> int:
+def num_samples(req: LiveProfileRequest) -> int:
+    """Samples the request takes in all (the progress bar's total)."""
     g = req.grids
     n = len(g.prompt_lens) + len(g.kv_lens) * len(g.batch_sizes)
     n += len(g.chunk_sizes) * (len(g.decode_batches) + len(g.prefix_lens))
@@ -109,7 +110,7 @@ async def _profile(req: LiveProfileRequest) -> ProfileResult:
         )
         g = req.grids
         block = check_chunk_prefix_grid(info, g.prefix_lens, g.chunk_sizes) if g.prefix_lens else None
-        tick, close = _bar(_num_samples(req), req.progress)
+        tick, close = _bar(num_samples(req), req.progress)
         samples: dict[str, list[float]] = {}
         try:
             prefill: dict[int, float] = {}

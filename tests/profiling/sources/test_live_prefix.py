@@ -8,7 +8,7 @@ import random
 import pytest
 
 from profiling.sources.engine_api import EngineAPIError, EngineInfo, parse_metrics
-from profiling.sources.live_engine import LIVE_QUICK_GRIDS, LiveProfileRequest, _num_samples
+from profiling.sources.live_engine import LIVE_QUICK_GRIDS, LiveProfileRequest, num_samples
 from profiling.sources.live_prefix import (
     cacheable_tokens,
     check_chunk_prefix_grid,
@@ -87,4 +87,4 @@ def test_the_grid_check_gives_the_block_size_and_the_bar_counts_the_samples() ->
         "http://e", dataclasses.replace(LIVE_QUICK_GRIDS, prefix_lens=(256, 512))
     )
     extra = 2 * len(LIVE_QUICK_GRIDS.chunk_sizes) * LIVE_QUICK_GRIDS.repeats
-    assert _num_samples(with_prefix) == _num_samples(plain) + extra
+    assert num_samples(with_prefix) == num_samples(plain) + extra
