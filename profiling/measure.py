@@ -21,166 +21,39 @@ Run it: ``pdroute profile --model qwen3-8b -o profile_data.pt`` (see docs/profil
 from __future__ import annotations
 
 import math
-import random
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from functools import partial
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from pdroute_core.errors import PdrouteError
-from profiling.batch import SequenceChunk
 from profiling.engine import ModelRunner, resolve_device
 from profiling.environment import describe_device, describe_versions, utc_now
 from profiling.errors import ProfilingError, first_line
+from profiling.grid_checks import check_context, kv_capacity_tokens, positions_needed, validate_grids
 from profiling.io import check_writable, save_profile
+from profiling.measurements import Measurements
 from profiling.models import ModelConfig, resolve_model
 from profiling.points import PointRecorder, require_table
-from profiling.timing import Timing, time_interleaved
+from profiling.timing import Timing
 from profiling.transfer import TransferMeasurement, measure_kv_bandwidth
 from solver.profile_result import ProfileGrids, ProfileResult
+
+__all__ = [
+    "Measurements",
+    "check_context",
+    "kv_capacity_tokens",
+    "positions_needed",
+    "run_full_profile",
+    "validate_grids",
+]
 
 SOURCE = "torch-profiler"
 MIN_TRANSFER_BYTES_CUDA = 256 * 2**20  # large enough that per-copy latency is negligible
 MIN_TRANSFER_BYTES_CPU = 8 * 2**20
-
-
-def validate_grids(grids: ProfileGrids) -> None:
-    """Raise ``ProfilingError`` unless every grid is a non-empty list of positive integers."""
-    for name in ("prompt_lens", "kv_lens", "batch_sizes", "chunk_sizes", "decode_batches"):
-        values = getattr(grids, name)
-        if not values or any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in values):
-            raise ProfilingError(f"grid {name} must be a non-empty list of positive integers, got {values!r}")
-    if grids.interference_kv_len < 1:
-        raise ProfilingError(f"interference_kv_len must be >= 1, got {grids.interference_kv_len}")
-    if grids.warmup < 0 or grids.repeats < 1:
-        raise ProfilingError(f"need warmup >= 0 and repeats >= 1, got {grids.warmup} and {grids.repeats}")
-
-
-def positions_needed(grids: ProfileGrids) -> int:
-    """The longest context of any point: a prompt, a decode's kv_len + 1, or a mixed step's
-    chunk beside decodes at ``interference_kv_len + 1`` (the chunk uses its own positions)."""
-    return max(
-        max(grids.prompt_lens),
-        max(grids.kv_lens) + 1,
-        max(grids.chunk_sizes) + grids.interference_kv_len + 1,
-    )
-
-
-def check_context(grids: ProfileGrids, config: ModelConfig) -> None:
-    """Refuse grids longer than the model's context: such points measure nothing a deployment
-    runs, and absurd lengths would exhaust host memory (rotary tables) before any error."""
-    need = positions_needed(grids)
-    if need > config.max_position_embeddings:
-        raise ProfilingError(
-            f"the grids need a context of {need} tokens but {config.name} supports "
-            f"{config.max_position_embeddings} (max_position_embeddings); shorten the grids"
-        )
-
-
-def kv_capacity_tokens(grids: ProfileGrids, block_size_bound: int = 256) -> int:
-    """KV tokens the cache must hold for the largest point (plus block rounding slack)."""
-    return positions_needed(grids) + 2 * block_size_bound
-
-
-class Measurements:
-    """The measurements on one runner (each method fills one table)."""
-
-    def __init__(self, runner: ModelRunner, grids: ProfileGrids, *, use_graphs: bool, seed: int) -> None:
-        self.runner, self.grids, self.use_graphs = runner, grids, use_graphs
-        self._rng = random.Random(seed)
-
-    def _tokens(self, n: int) -> tuple[int, ...]:
-        return tuple(self._rng.randrange(self.runner.config.vocab_size) for _ in range(n))
-
-    def _table(self, tables: dict[tuple[str, int], list[int]], kind: str, num_tokens: int) -> list[int]:
-        """The block table of ``(kind, num_tokens)``, allocated on first use within one point."""
-        if (kind, num_tokens) not in tables:
-            tables[(kind, num_tokens)] = self.runner.allocator.allocate(num_tokens)
-        return tables[(kind, num_tokens)]
-
-    def _time(self, steps: list[tuple[int | None, int | None, int]]) -> tuple[Timing, ...]:
-        """Time steps given as ``(prefill_len, kv_len, num_decodes)``, interleaved.
-
-        Each step is an optional fresh prompt of ``prefill_len`` tokens plus ``num_decodes``
-        decodes at ``kv_len`` that share one block table (the same table for every step).
-        """
-        alloc = self.runner.allocator
-        tables: dict[tuple[str, int], list[int]] = {}
-        try:
-            fns = []
-            for prefill_len, kv_len, num_decodes in steps:
-                prefills, decodes = [], []
-                if prefill_len is not None:
-                    table = self._table(tables, "prefill", prefill_len)
-                    prefills.append(SequenceChunk(self._tokens(prefill_len), 0, tuple(table)))
-                if kv_len is not None and num_decodes:
-                    table = self._table(tables, "decode", kv_len + 1)
-                    decodes = [
-                        SequenceChunk(self._tokens(1), kv_len, tuple(table)) for _ in range(num_decodes)
-                    ]
-                batch = self.runner.prepare(prefills, decodes)
-                fns.append(
-                    self.runner.capture(batch) if self.use_graphs else partial(self.runner.forward, batch)
-                )
-            return time_interleaved(
-                fns, warmup=self.grids.warmup, repeats=self.grids.repeats, device=self.runner.device
-            )
-        finally:
-            for table in tables.values():
-                alloc.free(table)
-
-    def _single(self, name: str, step: tuple[int | None, int | None, int]) -> dict[str, Timing]:
-        return {name: self._time([step])[0]}
-
-    def prefill(self, points: PointRecorder) -> dict[int, float]:
-        out = {}
-        for n in self.grids.prompt_lens:
-            name = f"prefill/{n}"
-            t = points.run(name, partial(self._single, name, (n, None, 0)))
-            if t is not None:
-                out[n] = t[name].median_ms
-        return out
-
-    def decode(self, points: PointRecorder) -> dict[tuple[int, int], float]:
-        out = {}
-        for kv in self.grids.kv_lens:
-            for b in self.grids.batch_sizes:
-                name = f"decode/{kv}x{b}"
-                t = points.run(name, partial(self._single, name, (None, kv, b)))
-                if t is not None:
-                    out[(kv, b)] = t[name].median_ms
-        return out
-
-    def _pair(self, chunk: int, kv: int, b: int) -> dict[str, Timing]:
-        base, mixed = self._time([(None, kv, b), (chunk, kv, b)])
-        return {f"baseline/{chunk}x{b}": base, f"mixed/{chunk}x{b}": mixed}
-
-    def interference(self, points: PointRecorder) -> tuple[dict[tuple[int, int], float], ...]:
-        """``(T_interference, T_mixed, T_baseline)``, each keyed by ``(chunk, B)``."""
-        kv = self.grids.interference_kv_len
-        diff, mixed, base = {}, {}, {}
-        for c in self.grids.chunk_sizes:
-            for b in self.grids.decode_batches:
-                t = points.run(f"interference/{c}x{b}", partial(self._pair, c, kv, b))
-                if t is not None:
-                    base[(c, b)] = t[f"baseline/{c}x{b}"].median_ms
-                    mixed[(c, b)] = t[f"mixed/{c}x{b}"].median_ms
-                    diff[(c, b)] = mixed[(c, b)] - base[(c, b)]
-        return diff, mixed, base
-
-    def graph_problem(self) -> str | None:
-        """None when a small mixed step captures as a CUDA graph, else why it did not."""
-        try:
-            self._time(
-                [(min(self.grids.chunk_sizes), min(self.grids.kv_lens), min(self.grids.decode_batches))]
-            )
-        except RuntimeError as exc:
-            return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
-        return None
 
 
 @contextmanager
@@ -256,6 +129,20 @@ def _build_runner(
         ) from None
 
 
+def _long_context_provenance(grids: ProfileGrids, chunked: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Provenance of the long-context measurements, only where they ran (so a profile of the
+    design's grids records what it always did)."""
+    out: dict[str, Any] = {}
+    if grids.prefix_lens:
+        out["chunk_prefix_layout"] = (
+            "prefix written into the cache by untimed passes, then one timed pass of the chunk's "
+            "fresh tokens over it (profiling.prefix_passes)"
+        )
+    if chunked:
+        out["chunked_prefill"] = chunked
+    return out
+
+
 def run_full_profile(
     model_path: str,
     output_path: str | Path | None,
@@ -273,6 +160,7 @@ def run_full_profile(
     bandwidth_gbps: float | None = None,
     transfer_path: str | None = None,
     progress: bool = True,
+    prefill_pass_tokens: int | None = None,
 ) -> ProfileResult:
     """Profile ``model_path`` (preset or ``config.json``) and save to ``output_path`` (.pt / .json).
 
@@ -281,9 +169,13 @@ def run_full_profile(
     ``transfer_path`` replaces the bandwidth measurement by an operator-stated figure. On the
     CPU the run uses ``cpu_threads`` intra-op threads (``None``: torch's default): a CPU
     profile is a smoke run, and one thread keeps its timings stable on a shared machine, where
-    multi-threaded small kernels mostly measure thread scheduling.
+    multi-threaded small kernels mostly measure thread scheduling. Prompts longer than
+    ``prefill_pass_tokens`` (and, on a GPU, any whose one forward runs out of memory, in passes
+    of ``CHUNKED_PREFILL_TOKENS``) are measured as chunked prefill (``profiling.prefix_passes``).
     """
     validate_grids(grids)
+    if prefill_pass_tokens is not None and prefill_pass_tokens < 1:
+        raise ProfilingError(f"prefill_pass_tokens must be >= 1, got {prefill_pass_tokens}")
     if (bandwidth_gbps is None) != (transfer_path is None):
         raise ProfilingError("give --bandwidth-gbps and --transfer-path together (a figure and its path)")
     if bandwidth_gbps is not None and not (math.isfinite(bandwidth_gbps) and bandwidth_gbps > 0):
@@ -302,9 +194,16 @@ def run_full_profile(
             config, grids, dev, dtype=dtype, seed=seed, checkpoint=checkpoint, attention=attention
         )
         build_s = time.monotonic() - started
-        bench = Measurements(runner, grids, use_graphs=cuda_graphs and dev.type == "cuda", seed=seed)
+        bench = Measurements(
+            runner,
+            grids,
+            use_graphs=cuda_graphs and dev.type == "cuda",
+            seed=seed,
+            prefill_pass_tokens=prefill_pass_tokens,
+        )
         total = len(grids.prompt_lens) + len(grids.kv_lens) * len(grids.batch_sizes)
-        total += len(grids.chunk_sizes) * len(grids.decode_batches) + (bandwidth_gbps is None)
+        total += len(grids.chunk_sizes) * (len(grids.decode_batches) + len(grids.prefix_lens))
+        total += bandwidth_gbps is None
         points = PointRecorder(total, progress)
         graphs_note = "on" if bench.use_graphs else "off"
         try:
@@ -314,6 +213,7 @@ def run_full_profile(
             t_prefill = bench.prefill(points)
             t_decode = bench.decode(points)
             t_interference, t_mixed, t_baseline = bench.interference(points)
+            t_chunk_prefix = bench.chunk_prefix(points)
             transfer: dict[str, Any] = {"source": "operator", "detail": "stated by the operator"}
             if bandwidth_gbps is None or transfer_path is None:
                 measured = _measure_transfer(runner, grids, points, src_gpu, dst_gpu)
@@ -331,6 +231,7 @@ def run_full_profile(
         T_interference=t_interference,
         T_mixed=t_mixed,
         T_baseline=t_baseline,
+        T_chunk_prefix=t_chunk_prefix,
         interference_kv_len=grids.interference_kv_len,
         p2p_bandwidth_GBps=bandwidth_gbps,
         bytes_per_token=config.bytes_per_token(runner.dtype_bytes),
@@ -352,6 +253,7 @@ def run_full_profile(
             "interference_layout": "fresh chunk-token prompt + the baseline's B decodes, one forward; "
             "baseline and mixed runs interleaved",
             "transfer": transfer,
+            **_long_context_provenance(grids, bench.chunked_prefill),
             "failed_points": points.failed,
             "build_s": round(build_s, 3),
             "elapsed_s": round(time.monotonic() - started, 3),

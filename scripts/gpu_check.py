@@ -1,6 +1,6 @@
 """The profiling job's acceptance check on a GPU: full default grid on qwen3-8b (random weights), fit, plots.
 
-    python -m scripts.gpu_check [--out gpu_check_out] [--model qwen3-8b] [--quick] [--device cuda]
+    python -m scripts.gpu_check [--out gpu_check_out] [--model qwen3-8b] [--quick] [--device cuda] [--no-long]
 
 Run from the repository root with a Python that has a CUDA build of torch plus numpy,
 matplotlib and tqdm (pdroute itself is imported from the working tree; the routing service's
@@ -10,12 +10,18 @@ line as an operator runs it (``app.cli.main`` with only these subcommands regist
 1. baselines measured in this run on the same device: a large GEMM (TFLOP/s) and a
    device-to-device copy (GB/s of memory traffic);
 2. ``pdroute profile`` -> ``profile_data.pt``; 3. ``pdroute fit`` -> ``params.json`` and its fit
-   report; 4. ``pdroute plot`` -> ``plots/*.png``.
+   report; 4. ``pdroute plot`` -> ``plots/*.png``;
+5. unless ``--no-long``: ``pdroute profile --grid long`` -> ``long_profile.pt``, the grids to
+   32,768 tokens with ``T_chunk_prefix`` (with ``--quick``: the quick grid plus two prefix
+   lengths, which the tiny preset's 4,096 positions hold).
 
 It prints the GPU, the elapsed time of every stage and in total, the fitted parameters with
 their R^2 and warnings, and two ratios against the baselines: prefill FLOP/s at the longest
 prompt over the GEMM's, and decode (batch 1, shortest context) bytes/s over the copy's. Without
-CUDA it prints ``SKIP`` and exits 0; ``--device cpu`` runs the same stages on the CPU.
+CUDA it prints ``SKIP`` and exits 0; ``--device cpu`` runs the same stages on the CPU. Of the
+long profile it prints prefill at 2,048 against the longest prompt (and how far from linear),
+the costliest chunk over the longest prefix against the same chunk fresh, and the prompts
+measured in passes because one forward did not fit.
 """
 
 from __future__ import annotations
@@ -45,15 +51,35 @@ class Stage:
     argv: tuple[str, ...]  # arguments after ``pdroute``
 
 
-def plan_stages(out_dir: Path, *, model: str, device: str, quick: bool) -> list[Stage]:
-    """The three command-line stages, with every output under ``out_dir``."""
+QUICK_PREFIX_LENS = "64,256"  # the long stage's prefixes on the quick grid
+
+
+def plan_stages(out_dir: Path, *, model: str, device: str, quick: bool, long: bool = True) -> list[Stage]:
+    """The command-line stages, with every output under ``out_dir``."""
     profile, params = out_dir / "profile_data.pt", out_dir / "params.json"
     prof = ["profile", "--model", model, "--device", device, "-o", str(profile)]
-    return [
+    stages = [
         Stage("profile", tuple([*prof, "--quick"] if quick else prof)),
         Stage("fit", ("fit", str(profile), "-o", str(params))),
         Stage("plot", ("plot", str(params), "--profile", str(profile), "-o", str(out_dir / "plots"))),
     ]
+    if long:
+        grid = ["--quick", "--prefix-lens", QUICK_PREFIX_LENS] if quick else ["--grid", "long"]
+        long_prof = [
+            "profile",
+            "--model",
+            model,
+            "--device",
+            device,
+            *grid,
+            "-o",
+            str(out_dir / LONG_PROFILE),
+        ]
+        stages.append(Stage("profile-long", tuple(long_prof)))
+    return stages
+
+
+LONG_PROFILE = "long_profile.pt"
 
 
 # The subcommands the check runs. Registering only these keeps the service's modules (and so
@@ -144,6 +170,39 @@ def measure_baselines(device: str) -> dict[str, float]:
     }
 
 
+def long_context_summary(profile: ProfileResult) -> list[str]:
+    """Lines on a long-grid profile: prefill at 2,048 (or the nearest shorter prompt) against the
+    longest, the longest prefix's costliest chunk against the same chunk fresh, and the prompts
+    measured in passes."""
+    lines = []
+    lens = sorted(profile.T_prefill)
+    short = max((n for n in lens if n <= 2048 and n < lens[-1]), default=lens[0])
+    longest = lens[-1]
+    if longest > short:
+        a, b = profile.T_prefill[short], profile.T_prefill[longest]
+        growth = (b / a) / (longest / short)
+        lines.append(
+            f"long context: prefill {a:.4g} ms at {short} tokens, {b:.4g} ms at {longest}: "
+            f"{b / a:.1f}x for {longest / short:.0f}x the tokens ({growth:.2f}x linear)"
+        )
+    if profile.T_chunk_prefix:
+        prefix = max(p for p, _ in profile.T_chunk_prefix)
+        chunk = max(c for p, c in profile.T_chunk_prefix if p == prefix)
+        ms = profile.T_chunk_prefix[(prefix, chunk)]
+        fresh = profile.T_prefill.get(chunk)
+        versus = f" ({ms / fresh:.2f}x the same chunk fresh)" if fresh else ""
+        lines.append(f"chunk over prefix: {chunk} tokens after {prefix} cached: {ms:.4g} ms{versus}")
+    chunked = profile.provenance.get("chunked_prefill", {})
+    for name, how in sorted(chunked.items()):
+        lines.append(
+            f"measured in passes: {name}, {how['num_passes']} passes of {how['pass_tokens']} ({how['why']})"
+        )
+    failed = profile.provenance.get("failed_points", [])
+    lines.append(f"long profile failed points: {len(failed)}")
+    lines.extend(f"  - {f['point']}: {f['error']}" for f in failed)
+    return lines
+
+
 def format_summary(params: dict[str, Any], report: dict[str, Any]) -> list[str]:
     """One line per parameter (value, unit, R^2), then the fit's warnings."""
     lines = []
@@ -166,6 +225,7 @@ def main(
     parser.add_argument("--model", default="qwen3-8b")
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     parser.add_argument("--quick", action="store_true", help="the small --quick grid (smoke run)")
+    parser.add_argument("--no-long", action="store_true", help="skip the long-context profile")
     args = parser.parse_args(argv)
     args.out = args.out.resolve()  # the stages run from the repository root
     started = time.monotonic()
@@ -187,7 +247,10 @@ def main(
         torch.cuda.empty_cache()
     elapsed["baselines"] = time.monotonic() - t0
     args.out.mkdir(parents=True, exist_ok=True)
-    for stage in plan_stages(args.out, model=args.model, device=args.device, quick=args.quick):
+    stages = plan_stages(
+        args.out, model=args.model, device=args.device, quick=args.quick, long=not args.no_long
+    )
+    for stage in stages:
         t0 = time.monotonic()
         code = run_stage(stage.argv)
         elapsed[stage.name] = time.monotonic() - t0
@@ -212,6 +275,8 @@ def main(
     )
     failed = profile.provenance.get("failed_points", [])
     print(f"failed points: {len(failed)}; cuda graphs: {profile.provenance.get('cuda_graphs')}")
+    if not args.no_long:
+        print("\n".join(long_context_summary(load_profile(args.out / LONG_PROFILE))))
     print("elapsed: " + ", ".join(f"{k} {v:.1f} s" for k, v in elapsed.items()))
     print(f"total {time.monotonic() - started:.1f} s; outputs in {args.out}")
     return 0

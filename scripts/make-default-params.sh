@@ -35,9 +35,21 @@ else
   pdroute=(pdroute)
 fi
 
-# The design's grids, with decode measured up to batch 256 (decode stays nearly flat well past
-# the design's batch 32) and interference at decode batches up to 256 (around batch_thresh).
-GRID=(--batch-sizes 1,4,8,16,32,64,128,256 --decode-batches 4,8,16,32,64,128,256)
+# The design's grids carried to long context, with decode measured up to batch 256 (decode
+# stays nearly flat well past the design's batch 32) and interference at decode batches up to
+# 256 (around batch_thresh):
+# - prompts doubling to 32,768 and Qwen3's full 40,960 positions (prefill turns superlinear);
+# - decode contexts to 32,768 (the points whose KV cache does not fit the GPU are left out and
+#   listed in the profile's provenance.omitted_points);
+# - T_chunk_prefix over prefixes of 512 to 32,256 tokens for every chunk size (64..512): the
+#   longest, 32,256 + 512, ends at 32,768 like the longest decode context, and 40,448 + 512
+#   ends at the model's 40,960 positions like the longest prompt.
+GRID=(
+  --prompt-lens 64,128,256,512,1024,2048,4096,8192,16384,32768,40960
+  --kv-lens 128,512,1024,2048,4096,8192,16384,32768
+  --batch-sizes 1,4,8,16,32,64,128,256 --decode-batches 4,8,16,32,64,128,256
+  --prefix-lens 512,2048,8192,16384,32256,40448
+)
 
 # NAME | profile arguments (the backend version is pinned so a newer database cannot drift in)
 SHIPPED=(

@@ -21,7 +21,8 @@ JSON form (``schema_version`` 1)::
 
 ``T_decode`` keys are ``(kv_len, batch)``; ``T_interference`` keys are ``(chunk_size,
 decode_batch)``. ``samples`` maps a point's name (``"prefill/64"``, ``"decode/128x4"``,
-``"mixed/256x8"``, ``"baseline/256x8"``) to the list of raw timed samples (ms).
+``"mixed/256x8"``, ``"baseline/256x8"``, ``"chunk_prefix/2048x512"`` for prefix 2048 and chunk
+512) to the list of raw timed samples (ms).
 """
 
 from __future__ import annotations
@@ -48,9 +49,14 @@ class ProfileGrids:
     interference_kv_len: int = 512  # interference: context length of those decodes
     warmup: int = 3  # untimed runs per point
     repeats: int = 10  # timed runs per point (the median is kept)
+    # T_chunk_prefix: prefix lengths already in the KV cache, each measured for every chunk in
+    # chunk_sizes (a pass of `chunk` new tokens over `prefix_len` cached ones); empty: not measured.
+    prefix_lens: tuple[int, ...] = ()
 
     def to_json_dict(self) -> dict[str, Any]:
-        return {
+        """The grids as JSON; ``prefix_lens`` only when set, so grids without it (every profile
+        made before it existed) write back byte for byte."""
+        out: dict[str, Any] = {
             "prompt_lens": list(self.prompt_lens),
             "kv_lens": list(self.kv_lens),
             "batch_sizes": list(self.batch_sizes),
@@ -60,6 +66,9 @@ class ProfileGrids:
             "warmup": self.warmup,
             "repeats": self.repeats,
         }
+        if self.prefix_lens:
+            out["prefix_lens"] = list(self.prefix_lens)
+        return out
 
 
 # A grid small enough for a CPU run of the tiny preset in seconds.
@@ -77,6 +86,18 @@ QUICK_GRIDS = ProfileGrids(
     interference_kv_len=64,
     warmup=1,
     repeats=9,
+)
+
+# The long-context grid (``pdroute profile --grid long``): the design's grids carried to 32,768
+# tokens, for GPUs. Prefill and decode double from 2,048 to 32,768; T_chunk_prefix covers every
+# chunk size over prefixes up to 32,256, so the longest pass (32,256 + 512) ends at 32,768, the
+# same context as the longest prompt. Decode batches stay the design's: 32 sequences at 32,768
+# tokens already hold ~150 GB of KV cache in a real engine (the profiler shares one block table,
+# so it measures them, but no 80 GB GPU serves them).
+LONG_GRIDS = ProfileGrids(
+    prompt_lens=(64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768),
+    kv_lens=(128, 512, 1024, 2048, 4096, 8192, 16384, 32768),
+    prefix_lens=(512, 2048, 8192, 16384, 32256),
 )
 
 

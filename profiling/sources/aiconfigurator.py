@@ -15,6 +15,18 @@ one direction), not a measurement. With tensor parallelism each of the ``tp_size
 GPUs sends its own ``1/tp_size`` share of the KV heads to its decode peer at the same time,
 so ``p2p_bandwidth_GBps = tp_size x per-GPU spec`` against the whole model's
 ``bytes_per_token``.
+
+``T_chunk_prefix`` (with ``grids.prefix_lens``) is the database's context step over a cached
+prefix (``profiling.sources.aiconfigurator_steps``). ``kv_capacity_tokens`` is the KV-cache
+capacity of one instance from aiconfigurator's memory model: the GPU's memory times the
+engine's default memory fraction (vLLM 0.24: ``gpu_memory_utilization`` 0.92), less the
+weights at ``tp_size``, the activations of an 8,192-token step and the runtime's overhead,
+divided by the KV bytes of one token on one GPU (``profiling.sources.aiconfigurator_memory``
+gives the formula; the profile's ``provenance["kv_capacity"]`` every figure).
+
+Grids longer than the model's context (``context`` in aiconfigurator's model config: 40,960
+positions for Qwen3) are refused: a prompt, a decode's ``kv_len + 1`` and a chunk's
+``prefix_len + chunk`` must fit.
 """
 
 from __future__ import annotations
@@ -23,7 +35,8 @@ import logging
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 
-from profiling.sources.aiconfigurator_catalog import DATABASE_MODE, resolve_source
+from profiling.sources.aiconfigurator_catalog import DATABASE_MODE, ResolvedSource, resolve_source
+from profiling.sources.aiconfigurator_memory import estimate_kv_capacity
 from profiling.sources.aiconfigurator_steps import StepEstimator, estimate_tables
 from solver.errors import InvalidProfile, UnsupportedSource
 from solver.profile_result import ProfileGrids, ProfileResult
@@ -36,6 +49,7 @@ TRANSFER_SPEC_KEYS: Mapping[str, str] = {
 }
 _LOGGERS = ("aiconfigurator", "aiconfigurator_core")
 _GRID_FLAGS = ("prompt_lens", "kv_lens", "batch_sizes", "chunk_sizes", "decode_batches")
+_OPTIONAL_GRID_FLAGS = ("prefix_lens",)  # may be empty: that table is not estimated
 _DEFAULT_GRIDS = ProfileGrids()
 
 
@@ -58,9 +72,33 @@ def _check_grids(grids: ProfileGrids) -> None:
         values = getattr(grids, name)
         if not values or any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in values):
             raise InvalidProfile(f"grids.{name}: expected positive integers, got {values!r}")
+    for name in _OPTIONAL_GRID_FLAGS:
+        values = getattr(grids, name)
+        if any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in values):
+            raise InvalidProfile(f"grids.{name}: expected positive integers, got {values!r}")
     kv = grids.interference_kv_len
     if isinstance(kv, bool) or not isinstance(kv, int) or kv < 1:
         raise InvalidProfile(f"grids.interference_kv_len: expected a positive integer, got {kv!r}")
+
+
+def _check_context(grids: ProfileGrids, src: ResolvedSource) -> None:
+    """Refuse grid points longer than the model's context (module docstring)."""
+    context = src.model_info.get("context")
+    if not isinstance(context, int) or context < 1:
+        return  # the model config states none: nothing to check against
+    longest = {
+        "prompt_lens": max(grids.prompt_lens),
+        "kv_lens": max(grids.kv_lens) + 1,
+        "prefix_lens": max(grids.prefix_lens, default=0) + max(grids.chunk_sizes),
+    }
+    for name, need in longest.items():
+        if name == "prefix_lens" and not grids.prefix_lens:
+            continue
+        if need > context:
+            raise InvalidProfile(
+                f"grids.{name}: a point needs {need} positions but {src.model} has {context}; "
+                "shorten the grid"
+            )
 
 
 def generated_by(
@@ -76,7 +114,7 @@ def generated_by(
     """The ``pdroute profile`` command that regenerates this profile (grid flags where not default)."""
     flags = [
         f"--{name.replace('_', '-')} {','.join(map(str, value)) if isinstance(value, tuple) else value}"
-        for name in (*_GRID_FLAGS, "interference_kv_len")
+        for name in (*_GRID_FLAGS, *_OPTIONAL_GRID_FLAGS, "interference_kv_len")
         if (value := getattr(grids, name)) != getattr(_DEFAULT_GRIDS, name)
     ]
     return " ".join(
@@ -113,6 +151,7 @@ def profile_from_aiconfigurator(
     _check_grids(grids)
     with _quiet_database_logs():
         src = resolve_source(model=model, system=system, backend=backend, backend_version=backend_version)
+        _check_context(grids, src)
         node = dict(src.system_spec.get("node", {}))
         gpus_per_node = int(node.get("num_gpus_per_node", 1))
         num_kv_heads = int(src.model_info["n_kv"])
@@ -124,6 +163,7 @@ def profile_from_aiconfigurator(
             )
         est = StepEstimator(src, tp_size)
         tables = estimate_tables(est, grids)
+        capacity = estimate_kv_capacity(src, tp_size)
         kv_dtype = est.model.config.kvcache_quant_mode
     kv_dtype_name = str(kv_dtype.name)
     kv_bytes = int(kv_dtype.value.memory)
@@ -147,6 +187,8 @@ def profile_from_aiconfigurator(
         T_interference={k: tables.mixed[k] - tables.baseline[k] for k in tables.mixed},
         T_mixed=tables.mixed,
         T_baseline=tables.baseline,
+        T_chunk_prefix=tables.chunk_prefix,
+        kv_capacity_tokens=capacity.tokens,
         interference_kv_len=grids.interference_kv_len,
         p2p_bandwidth_GBps=bandwidth_GBps,
         bytes_per_token=bytes_per_token,
@@ -208,6 +250,7 @@ def profile_from_aiconfigurator(
             "created_at": f"aiconfigurator-core {src.aiconfigurator_core_version} database",
             "generated_by": command,
             "omitted_points": tables.omitted,
+            "kv_capacity": capacity.provenance(backend, tp_size),
             "mixed_step_op_sources": tables.op_sources,
             "timing": "database estimate: one deterministic sample per point, no warm-up or repeats",
         },

@@ -14,6 +14,11 @@ torch profiler maps onto one of its step estimates:
   decodes at ``interference_kv_len``. The database models the chunk as one slice of a prompt
   of ``isl`` tokens (attention cost of that prompt divided by ``ceil(isl / chunk)``), so the
   chunk's attention is that of chunked prefill of an ``interference_kv_len``-token prompt.
+* ``T_chunk_prefix[(prefix_len, chunk)]``: ``run_static(mode="static_ctx")``, batch 1,
+  ``isl=prefix_len + chunk`` with ``prefix=prefix_len``: the context step of a prompt whose
+  first ``prefix_len`` tokens are already cached (a prefix-cache hit), so only the ``chunk``
+  new tokens run, attending over all ``prefix_len + chunk`` positions. That is one pass of a
+  chunk of a long prompt over the chunks before it; with ``prefix_len`` 0 it is ``T_prefill``.
 * ``T_baseline[(chunk, B)]``: the pure decode step of the same B sequences (the ``T_decode``
   estimate at ``interference_kv_len``; its decode pass is the mixed step's decode pass), and
   ``T_interference = T_mixed - T_baseline`` as in the torch profiler.
@@ -42,6 +47,7 @@ class StepTables:
     decode: dict[tuple[int, int], float] = field(default_factory=dict)
     mixed: dict[tuple[int, int], float] = field(default_factory=dict)
     baseline: dict[tuple[int, int], float] = field(default_factory=dict)
+    chunk_prefix: dict[tuple[int, int], float] = field(default_factory=dict)
     samples: dict[str, list[float]] = field(default_factory=dict)
     omitted: list[str] = field(default_factory=list)
     op_sources: dict[str, str] = field(default_factory=dict)
@@ -69,11 +75,13 @@ class StepEstimator:
         self.model = get_model(source.model, build_model_config(tp_size, 1, 1, 1, 1), source.backend)
         self.session = InferenceSession(self.model, database, get_backend(source.backend))
 
-    def static(self, mode: str, batch: int, isl: int, osl: int) -> tuple[float | None, Any]:
-        """Latency (ms) of one static context or generation step, or None when out of memory."""
+    def static(self, mode: str, batch: int, isl: int, osl: int, prefix: int = 0) -> tuple[float | None, Any]:
+        """Latency (ms) of one static context or generation step, or None when out of memory;
+        ``prefix`` of the ``isl`` tokens are already cached (context steps)."""
         from aiconfigurator.sdk.config import RuntimeConfig
 
-        summary = self.session.run_static(RuntimeConfig(batch_size=batch, isl=isl, osl=osl), mode=mode)
+        config = RuntimeConfig(batch_size=batch, isl=isl, osl=osl, prefix=prefix)
+        summary = self.session.run_static(config, mode=mode)
         if summary.check_oom() or summary.check_kv_cache_oom():
             return None, summary
         row = summary.get_result_dict()
@@ -128,6 +136,14 @@ def estimate_tables(est: StepEstimator, grids: ProfileGrids) -> StepTables:
             t.baseline[(chunk, batch)] = base
             t.samples[f"mixed/{chunk}x{batch}"] = [mixed_ms]
             t.samples[f"baseline/{chunk}x{batch}"] = [base]
+    for prefix in sorted(set(grids.prefix_lens)):
+        for chunk in sorted(set(grids.chunk_sizes)):
+            ms, _ = est.static("static_ctx", 1, prefix + chunk, 1, prefix=prefix)
+            if ms is None:
+                t.omitted.append(f"chunk_prefix/{prefix}x{chunk}: out of GPU memory")
+                continue
+            t.chunk_prefix[(prefix, chunk)] = ms
+            t.samples[f"chunk_prefix/{prefix}x{chunk}"] = [ms]
     for name, table in (("T_prefill", t.prefill), ("T_decode", t.decode), ("T_interference", t.mixed)):
         if not table:
             raise UnsupportedSource(

@@ -51,6 +51,17 @@ class EngineInfo:
         return _int_or_none(self.cache_config.get("block_size"))
 
     @property
+    def kv_capacity_tokens(self) -> int | None:
+        """KV-cache tokens the engine holds: ``num_gpu_blocks x block_size`` of its
+        ``cache_config_info`` (vLLM's figure after weights and activations), else the pool's
+        ``kv_cache_size_tokens``; None when it publishes neither."""
+        blocks, block = _int_or_none(self.cache_config.get("num_gpu_blocks")), self.block_size
+        if blocks is not None and block is not None and blocks > 0 and block > 0:
+            return blocks * block
+        tokens = _int_or_none(self.cache_config.get("kv_cache_size_tokens"))
+        return tokens if tokens is not None and tokens > 0 else None
+
+    @property
     def kv_bytes_per_token(self) -> int | None:
         """KV pool bytes / KV pool tokens, from ``cache_config_info`` (None when not published)."""
         size = _int_or_none(self.cache_config.get("kv_cache_memory_bytes"))

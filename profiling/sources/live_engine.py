@@ -11,6 +11,8 @@ sharing the KV connector; the first one prefills, the second loads), the prompt'
 the decode engine's TTFT on the handed-over prompt at the longest hand-off length; without it,
 the bandwidth must be stated. Provenance: engine kind and version, its ``cache_config_info``,
 the chunk budget used, the grids, repeats, per-table spread and the interference slowdowns.
+With ``grids.prefix_lens``, ``T_chunk_prefix`` through the engine's prefix cache, and always
+``kv_capacity_tokens`` from ``cache_config_info`` (``profiling.sources.live_prefix``).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from profiling.sources.live_measure import (
     interference_samples,
     prefill_samples,
 )
+from profiling.sources.live_prefix import check_chunk_prefix_grid, chunk_prefix_samples
 from solver.profile_result import ProfileGrids, ProfileResult
 
 # Sized for the CPU engines of the laptop fleet: about 6 minutes on the 1024 x 8 model in float32
@@ -81,10 +84,11 @@ def _bar(total: int, enabled: bool) -> tuple[Callable[[], None], Callable[[], No
     return (lambda: bar.update(1)), bar.close
 
 
-def _num_samples(req: LiveProfileRequest) -> int:
+def num_samples(req: LiveProfileRequest) -> int:
+    """Samples the request takes in all (the progress bar's total)."""
     g = req.grids
     n = len(g.prompt_lens) + len(g.kv_lens) * len(g.batch_sizes)
-    n += len(g.chunk_sizes) * len(g.decode_batches)
+    n += len(g.chunk_sizes) * (len(g.decode_batches) + len(g.prefix_lens))
     n = n * g.repeats
     return n + (len(req.handoff_lens) * g.repeats if req.handoff_url else 0)
 
@@ -105,7 +109,8 @@ async def _profile(req: LiveProfileRequest) -> ProfileResult:
             client, info.url, info.model, req.vocab_size, info.max_model_len or 2048, random.Random(req.seed)
         )
         g = req.grids
-        tick, close = _bar(_num_samples(req), req.progress)
+        block = check_chunk_prefix_grid(info, g.prefix_lens, g.chunk_sizes) if g.prefix_lens else None
+        tick, close = _bar(num_samples(req), req.progress)
         samples: dict[str, list[float]] = {}
         try:
             prefill: dict[int, float] = {}
@@ -119,6 +124,7 @@ async def _profile(req: LiveProfileRequest) -> ProfileResult:
                         engine, kv, b, g.warmup, g.repeats, tick
                     )
                     decode[(kv, b)] = statistics.median(s)
+            chunk_prefix, hits = await _chunk_prefix(engine, g, block, samples, tick)
             mixed, base, interference, slowdown = await _interference(engine, req, samples, tick)
             bandwidth, handoff_prov = await _bandwidth(engine, req, other, bpt, samples, tick)
         finally:
@@ -137,6 +143,7 @@ async def _profile(req: LiveProfileRequest) -> ProfileResult:
         },
         "interference_slowdown": slowdown,
         "handoff": handoff_prov,
+        **({"chunk_prefix_cache_hits": hits} if g.prefix_lens else {}),
         "elapsed_s": round(time.monotonic() - began, 1),
     }
     return ProfileResult(
@@ -145,6 +152,8 @@ async def _profile(req: LiveProfileRequest) -> ProfileResult:
         T_interference=interference,
         T_mixed=mixed,
         T_baseline=base,
+        T_chunk_prefix=chunk_prefix,
+        kv_capacity_tokens=info.kv_capacity_tokens,
         interference_kv_len=g.interference_kv_len,
         p2p_bandwidth_GBps=bandwidth,
         bytes_per_token=bpt,
@@ -156,6 +165,30 @@ async def _profile(req: LiveProfileRequest) -> ProfileResult:
         samples=samples,
         provenance=provenance,
     )
+
+
+async def _chunk_prefix(
+    engine: Engine,
+    g: ProfileGrids,
+    block: int | None,
+    samples: dict[str, list[float]],
+    tick: Callable[[], None],
+) -> tuple[dict[tuple[int, int], float], dict[str, Any]]:
+    """``T_chunk_prefix`` and, per point, the prefix-cache hits seen ("unverified" where the
+    engine does not count them)."""
+    table: dict[tuple[int, int], float] = {}
+    hits: dict[str, Any] = {}
+    if block is None:
+        return table, hits
+    for p in g.prefix_lens:
+        for c in g.chunk_sizes:
+            points = await chunk_prefix_samples(engine, p, c, block, g.warmup, g.repeats, tick)
+            name = f"chunk_prefix/{p}x{c}"
+            samples[name] = [s.ttft_ms for s in points]
+            table[(p, c)] = statistics.median(samples[name])
+            seen = [s.hit_tokens for s in points]
+            hits[name] = "unverified" if None in seen else min(h for h in seen if h is not None)
+    return table, hits
 
 
 async def _interference(

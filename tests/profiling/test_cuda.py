@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -56,3 +58,23 @@ def test_quick_profile_on_cuda() -> None:
     assert result.device["kind"] == "cuda" and result.provenance["cuda_graphs"] == "on"
     assert len(result.T_decode) == len(QUICK_GRIDS.kv_lens) * len(QUICK_GRIDS.batch_sizes)
     assert result.provenance["failed_points"] == []
+
+
+def test_chunks_over_cached_prefixes_on_cuda() -> None:
+    grids = dataclasses.replace(QUICK_GRIDS, prefix_lens=(256, 1024))
+    result = run_full_profile(
+        "tiny", None, grids=grids, device="cuda", progress=False, prefill_pass_tokens=64
+    )
+    assert set(result.T_chunk_prefix) == {(p, c) for p in (256, 1024) for c in QUICK_GRIDS.chunk_sizes}
+    assert set(result.provenance["chunked_prefill"]) == {"prefill/128"}
+    assert result.provenance["failed_points"] == []
+
+
+def test_a_pass_over_the_prefix_matches_the_dense_reference_on_cuda() -> None:
+    runner = ModelRunner(PRESETS["tiny"], kv_capacity_tokens=256, device="cuda")
+    ids = list(range(3, 60))
+    table = tuple(runner.allocator.allocate(len(ids)))
+    runner.forward(runner.prepare([SequenceChunk(tuple(ids[:40]), 0, table)]))
+    replay = runner.capture(runner.prepare([SequenceChunk(tuple(ids[40:]), 40, table)]))
+    reference = dense_logits(runner.model, ids)
+    torch.testing.assert_close(replay()[0].double().cpu(), reference[-1], atol=0.05, rtol=0.05)

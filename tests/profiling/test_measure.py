@@ -32,7 +32,8 @@ GRIDS = ProfileGrids(
 
 
 def _profile(**kwargs: Any) -> Any:
-    return measure_module.run_full_profile("tiny", None, grids=GRIDS, device="cpu", progress=False, **kwargs)
+    options = {"grids": GRIDS, "device": "cpu", "progress": False, **kwargs}
+    return measure_module.run_full_profile("tiny", None, **options)
 
 
 def test_every_measurement_fills_its_grid() -> None:
@@ -146,6 +147,10 @@ def test_operator_stated_bandwidth_replaces_the_measurement(tmp_path: Path) -> N
             {"grids": dataclasses.replace(GRIDS, chunk_sizes=(4000,), interference_kv_len=96)},
             "context of 4097 tokens",
         ),
+        # a 16-token chunk after 4081 cached tokens needs position 4096
+        ({"grids": dataclasses.replace(GRIDS, prefix_lens=(4081,))}, "context of 4097 tokens"),
+        ({"grids": dataclasses.replace(GRIDS, prefix_lens=(8, 0))}, "prefix_lens"),
+        ({"prefill_pass_tokens": 0}, "prefill_pass_tokens"),
     ],
 )
 def test_bad_options_are_refused(kwargs: dict[str, Any], message: str) -> None:
@@ -203,3 +208,90 @@ def test_running_out_of_memory_while_building_is_one_line(monkeypatch: pytest.Mo
     )
     assert "OutOfMemoryError: CUDA out of memory. Tried to allocate 80.00 GiB)" in message
     assert "\n" not in message
+
+
+LONG = dataclasses.replace(GRIDS, prefix_lens=(12, 33))
+
+
+def test_chunks_over_cached_prefixes_fill_their_table() -> None:
+    result = _profile(grids=LONG)
+    assert set(result.T_chunk_prefix) == {(12, 8), (12, 16), (33, 8), (33, 16)}
+    assert result.T_chunk_prefix[(33, 16)] == statistics.median(result.samples["chunk_prefix/33x16"])
+    assert len(result.samples["chunk_prefix/12x8"]) == GRIDS.repeats
+    assert result.grids["prefix_lens"] == [12, 33]
+    assert "chunk_prefix_layout" in result.provenance
+    assert result.kv_capacity_tokens is None  # the profiler runs no engine's memory sizing
+    assert measure_module.positions_needed(LONG) == 33 + 16
+
+
+def test_a_chunk_pass_runs_over_its_prefix(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[tuple[int, int]] = []
+    forward = ModelRunner.forward
+
+    def spy(self: ModelRunner, batch: ForwardBatch) -> torch.Tensor:
+        if batch.decode is None and len(batch.prefills) == 1:
+            seen.append((batch.prefills[0].num_cached, batch.prefills[0].num_tokens))
+        return forward(self, batch)
+
+    monkeypatch.setattr(ModelRunner, "forward", spy)
+    _profile(grids=dataclasses.replace(GRIDS, prefix_lens=(33,), chunk_sizes=(8,)))
+    # the prefix written once (one untimed pass), then warm-up and timed passes of the chunk
+    assert seen.count((0, 33)) == 1
+    assert seen.count((33, 8)) == GRIDS.warmup + GRIDS.repeats
+
+
+def test_design_grids_record_nothing_of_long_context() -> None:
+    result = _profile()
+    assert result.T_chunk_prefix == {} and "prefix_lens" not in result.grids
+    assert "chunk_prefix_layout" not in result.provenance and "chunked_prefill" not in result.provenance
+
+
+def test_prompts_over_the_pass_size_are_measured_as_chunked_prefill() -> None:
+    result = _profile(prefill_pass_tokens=10)
+    assert set(result.T_prefill) == {8, 24}
+    chunked = result.provenance["chunked_prefill"]
+    assert set(chunked) == {"prefill/24"}
+    assert chunked["prefill/24"]["pass_tokens"] == 10 and chunked["prefill/24"]["num_passes"] == 3
+
+
+def test_a_prefill_out_of_memory_in_one_forward_is_measured_in_passes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from profiling import measurements
+
+    forward = ModelRunner.forward
+
+    def oom_in_one_forward_of_24(self: ModelRunner, batch: ForwardBatch) -> torch.Tensor:
+        if batch.num_tokens == 24 and batch.prefills[0].num_cached == 0:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return forward(self, batch)
+
+    monkeypatch.setattr(ModelRunner, "forward", oom_in_one_forward_of_24)
+    monkeypatch.setattr(measurements, "CHUNKED_PREFILL_TOKENS", 16)
+    result = _profile()
+    assert set(result.T_prefill) == {8, 24} and result.provenance["failed_points"] == []
+    entry = result.provenance["chunked_prefill"]["prefill/24"]
+    assert entry["pass_tokens"] == 16 and entry["num_passes"] == 2
+    assert "out of memory" in entry["why"]
+
+
+def test_chunks_over_prefixes_give_back_every_block(monkeypatch: pytest.MonkeyPatch) -> None:
+    runner = ModelRunner(
+        PRESETS["tiny"], kv_capacity_tokens=measure_module.kv_capacity_tokens(LONG), block_size=4
+    )
+    free = runner.allocator.num_free
+    measure = measure_module.Measurements(runner, LONG, use_graphs=False, seed=0)
+    points = PointRecorder(total=1, progress=False)
+    assert len(measure.chunk_prefix(points)) == 4
+    assert runner.allocator.num_free == free and points.failed == []
+    forward = ModelRunner.forward
+
+    def oom_in_a_pass(self: ModelRunner, batch: ForwardBatch) -> torch.Tensor:
+        if batch.prefills and batch.prefills[0].num_cached == 33:
+            raise torch.OutOfMemoryError("CUDA out of memory")
+        return forward(self, batch)
+
+    monkeypatch.setattr(ModelRunner, "forward", oom_in_a_pass)
+    assert set(measure.chunk_prefix(points)) == {(12, 8), (12, 16)}
+    assert [f["point"] for f in points.failed] == ["chunk_prefix/33x8", "chunk_prefix/33x16"]
+    assert runner.allocator.num_free == free

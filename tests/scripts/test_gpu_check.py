@@ -38,12 +38,62 @@ sys.exit(stage_main(sys.argv[1:]))
 
 def test_stages_are_the_operator_commands(tmp_path: Path) -> None:
     stages = gpu_check.plan_stages(tmp_path, model="qwen3-8b", device="cuda", quick=False)
-    assert [s.name for s in stages] == ["profile", "fit", "plot"]
+    assert [s.name for s in stages] == ["profile", "fit", "plot", "profile-long"]
     pt = str(tmp_path / "profile_data.pt")
     assert stages[0].argv == ("profile", "--model", "qwen3-8b", "--device", "cuda", "-o", pt)
     assert stages[1].argv == ("fit", pt, "-o", str(tmp_path / "params.json"))
     assert stages[2].argv[-2:] == ("-o", str(tmp_path / "plots"))
-    assert gpu_check.plan_stages(tmp_path, model="tiny", device="cpu", quick=True)[0].argv[-1] == "--quick"
+    long_pt = str(tmp_path / "long_profile.pt")
+    assert stages[3].argv == (
+        "profile",
+        "--model",
+        "qwen3-8b",
+        "--device",
+        "cuda",
+        "--grid",
+        "long",
+        "-o",
+        long_pt,
+    )
+    quick = gpu_check.plan_stages(tmp_path, model="tiny", device="cpu", quick=True)
+    assert quick[0].argv[-1] == "--quick" and quick[3].argv[-5:-2] == ("--quick", "--prefix-lens", "64,256")
+    no_long = gpu_check.plan_stages(tmp_path, model="tiny", device="cpu", quick=True, long=False)
+    assert [s.name for s in no_long] == ["profile", "fit", "plot"]
+
+
+def test_the_long_grid_stage_parses_and_fits_the_model() -> None:
+    from app.cli.commands.profile import grids_from_args
+    from app.cli.main import build_parser
+    from profiling.grid_checks import check_context
+    from profiling.models import resolve_model
+
+    stage = gpu_check.plan_stages(Path("out"), model="qwen3-8b", device="cuda", quick=False)[3]
+    grids = grids_from_args(build_parser().parse_args(list(stage.argv)))
+    assert max(grids.prompt_lens) == 32768 and max(grids.prefix_lens) + max(grids.chunk_sizes) == 32768
+    check_context(grids, resolve_model("qwen3-8b"))  # Qwen3-8B has 40,960 positions
+
+
+def test_long_context_summary_lines() -> None:
+    profile = ProfileResult(
+        T_prefill={512: 10.0, 2048: 40.0, 32768: 1000.0},
+        T_decode={(128, 1): 5.0},
+        T_interference={(512, 4): 1.0},
+        T_chunk_prefix={(2048, 512): 11.0, (32256, 64): 8.0, (32256, 512): 25.0},
+        p2p_bandwidth_GBps=1.0,
+        bytes_per_token=TINY.bytes_per_token(2),
+        provenance={
+            "chunked_prefill": {"prefill/32768": {"pass_tokens": 8192, "num_passes": 4, "why": "oom"}},
+            "failed_points": [{"point": "decode/32768x32", "error": "OutOfMemoryError: x"}],
+        },
+    )
+    assert gpu_check.long_context_summary(profile) == [
+        "long context: prefill 40 ms at 2048 tokens, 1000 ms at 32768: 25.0x for 16x the tokens "
+        "(1.56x linear)",
+        "chunk over prefix: 512 tokens after 32256 cached: 25 ms (2.50x the same chunk fresh)",
+        "measured in passes: prefill/32768, 4 passes of 8192 (oom)",
+        "long profile failed points: 1",
+        "  - decode/32768x32: OutOfMemoryError: x",
+    ]
 
 
 @pytest.mark.parametrize("control", [False, True])
@@ -106,7 +156,8 @@ def test_the_whole_check_on_the_cpu(tmp_path: Path, capsys: pytest.CaptureFixtur
     args = ["--out", str(tmp_path), "--model", "tiny", "--device", "cpu", "--quick"]
     assert gpu_check.main(args, run_stage=in_process) == 0
     out = capsys.readouterr().out
-    for expected in ("params:", "alpha", "x GEMM", "x copy", "elapsed: baselines", "cpu-memcpy (no GPU)"):
+    expected_lines = ("params:", "alpha", "x GEMM", "x copy", "elapsed: baselines", "cpu-memcpy (no GPU)")
+    for expected in (*expected_lines, "long context: prefill", "chunk over prefix: 1024 tokens after 256"):
         assert expected in out
     pngs = sorted((tmp_path / "plots").glob("*.png"))
     assert len(pngs) == 4 and all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in pngs)

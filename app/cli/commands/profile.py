@@ -2,6 +2,7 @@
 
     pdroute profile --model qwen3-8b -o profile_data.pt                 # on the GPU, full grid
     pdroute profile --quick --model tiny --device cpu -o profile.json   # seconds on a CPU
+    pdroute profile --grid long --model qwen3-8b -o long.pt              # on the GPU, to 32,768 tokens
     pdroute profile --source aiconfigurator --model Qwen/Qwen3-8B --system h100_sxm -o profile.json
     pdroute profile --engine-url URL --handoff-url URL2 --quick -o live.json   # a live engine's API
 
@@ -20,7 +21,12 @@ from app.cli.usage import UsageError
 
 TORCH_DEFAULT_MODEL = "qwen3-8b"
 AICONFIGURATOR_DEFAULT_MODEL = "Qwen/Qwen3-8B"
-GRID_OPTIONS = ("prompt_lens", "kv_lens", "batch_sizes", "chunk_sizes", "decode_batches")
+GRID_OPTIONS = ("prompt_lens", "kv_lens", "batch_sizes", "chunk_sizes", "decode_batches", "prefix_lens")
+GRID_PRESETS = ("design", "quick", "long")
+GRID_HELP = {
+    "prefix_lens": "T_chunk_prefix: tokens already cached before a pass of each chunk size "
+    "[none; long: 512 to 32,256]"
+}
 
 
 def int_list(text: str) -> tuple[int, ...]:
@@ -73,11 +79,23 @@ def register(subparsers: Any) -> None:
     g.add_argument("--cpu-threads", type=_positive_int, help="intra-op threads of a CPU run [1]")
     g.add_argument("--bandwidth-gbps", type=float, help="state the KV bandwidth (GB/s) instead of measuring")
     g.add_argument("--transfer-path", help="label of that stated path (e.g. rdma-network)")
+    g.add_argument(
+        "--prefill-pass-tokens",
+        type=_positive_int,
+        metavar="N",
+        help="measure prompts over N tokens as chunked prefill, passes of N over the cached ones "
+        "[one forward; passes of 8192 where that runs out of GPU memory]",
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    grid = p.add_argument_group("grids (default: the design's; --quick: a small CPU grid)")
-    grid.add_argument("--quick", action="store_true")
+    grid = p.add_argument_group(
+        "grids (default: the design's; --quick: a small CPU grid; --grid long: to 32,768 tokens, "
+        "with T_chunk_prefix)"
+    )
+    grid.add_argument("--quick", action="store_true", help="the same as --grid quick")
+    grid.add_argument("--grid", choices=GRID_PRESETS, help="the preset the options below change [design]")
     for name in GRID_OPTIONS:
-        grid.add_argument(f"--{name.replace('_', '-')}", type=int_list, metavar="N,N,...")
+        flag = f"--{name.replace('_', '-')}"
+        grid.add_argument(flag, type=int_list, metavar="N,N,...", help=GRID_HELP.get(name))
     grid.add_argument("--interference-kv-len", type=_positive_int)
     grid.add_argument("--warmup", type=_non_negative_int)
     grid.add_argument("--repeats", type=_positive_int)
@@ -92,12 +110,15 @@ def register(subparsers: Any) -> None:
 
 
 def grids_from_args(args: argparse.Namespace) -> Any:
-    """The ``ProfileGrids`` of the command line: the default (or ``--quick``) grids, each option
-    replacing its grid."""
-    from solver.profile_result import QUICK_GRIDS, ProfileGrids
+    """The ``ProfileGrids`` of the command line: the preset (``--grid``; ``--quick`` is ``--grid
+    quick``; the design's by default), each option replacing its grid."""
+    from solver.profile_result import LONG_GRIDS, QUICK_GRIDS, ProfileGrids
 
+    preset = args.grid or ("quick" if args.quick else "design")
+    if args.quick and preset != "quick":
+        raise UsageError(f"--quick is --grid quick; it cannot go with --grid {preset}")
     quick = profile_engine.quick_grids() if args.source == "engine" else QUICK_GRIDS
-    base = quick if args.quick else ProfileGrids()
+    base = {"design": ProfileGrids(), "quick": quick, "long": LONG_GRIDS}[preset]
     fields = (*GRID_OPTIONS, "interference_kv_len", "warmup", "repeats")
     changes = {name: getattr(args, name) for name in fields if getattr(args, name) is not None}
     return dataclasses.replace(base, **changes)
@@ -114,6 +135,7 @@ TORCH_ONLY = (
     "cpu_threads",
     "bandwidth_gbps",
     "transfer_path",
+    "prefill_pass_tokens",
 )
 AICONFIGURATOR_ONLY = ("system", "backend", "backend_version", "transfer", "tp")
 ENGINE_USES = ("seed", "bandwidth_gbps")  # torch options the live engine source also reads
@@ -183,6 +205,7 @@ def run(args: argparse.Namespace) -> int:
             bandwidth_gbps=args.bandwidth_gbps,
             transfer_path=args.transfer_path,
             progress=not args.no_progress,
+            prefill_pass_tokens=args.prefill_pass_tokens,
         )
     _summary(profile, out)
     return 0
@@ -194,8 +217,12 @@ def _summary(profile: Any, out: Any) -> None:
     prov, failed = profile.provenance, profile.provenance.get("failed_points", [])
     print(
         f"profile: {len(profile.T_prefill)} prefill, {len(profile.T_decode)} decode, "
-        f"{len(profile.T_interference)} interference points; KV path {profile.transfer_path} at "
+        f"{len(profile.T_interference)} interference"
+        + (f", {len(profile.T_chunk_prefix)} chunk-over-prefix" if profile.T_chunk_prefix else "")
+        + f" points; KV path {profile.transfer_path} at "
         f"{profile.p2p_bandwidth_GBps:.3g} GB/s; device {hardware_name(profile)}"
+        + (f"; KV cache {profile.kv_capacity_tokens} tokens" if profile.kv_capacity_tokens else "")
+        + (f"; {len(omitted)} points out of memory" if (omitted := prov.get("omitted_points")) else "")
         + (f"; {len(failed)} points failed" if failed else "")
         + (f"; {prov['elapsed_s']:.1f} s" if "elapsed_s" in prov else "")
     )

@@ -257,7 +257,7 @@ def test_plan_from_a_shipped_profile(live_server: LiveServer) -> None:
         ({"profile": "default"}, "curves, profile: give exactly one of them"),
         ({"curves": None}, "curves, profile: give exactly one of them"),
         ({"curves": None, "profile": "nope"}, "unknown shipped profile 'nope'"),
-        ({"curves": None, "profile": "default", "prompt_len": 30000}, "context 30128 tokens"),
+        ({"curves": None, "profile": "default", "prompt_len": 131100}, "context 131228 tokens"),
     ],
 )
 def test_bad_profile_requests_are_422_naming_the_problem(

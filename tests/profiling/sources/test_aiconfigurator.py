@@ -6,6 +6,7 @@ profile loads the database, about 2-4 s; later ones take well under a second).
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import os
@@ -24,7 +25,7 @@ from app.main import create_app
 from app.settings import Settings, embedded_params_path
 from pdroute_core.routing.design import AnalyticalCostModel
 from profiling.sources.aiconfigurator import profile_from_aiconfigurator
-from solver.errors import UnsupportedSource
+from solver.errors import InvalidProfile, UnsupportedSource
 from solver.fit import fit_profile
 from solver.params import load_params, save_params
 from solver.profile_io import load_profile, save_profile_json
@@ -280,3 +281,95 @@ def test_default_params_regenerate_from_the_documented_command(tmp_path: Path) -
     # The fit report beside it comes out the same too.
     report = "solver/data/params/default.fit_report.json"
     assert json.loads((tmp_path / report).read_text()) == json.loads((ROOT / report).read_text())
+
+
+CHUNK_GRIDS = dataclasses.replace(SMALL, chunk_sizes=(64, 512), prefix_lens=(2048, 16384, 32256))
+
+
+@pytest.fixture(scope="module")
+def chunked() -> ProfileResult:
+    return profile_from_aiconfigurator(**QWEN3_8B, backend_version="0.24.0", grids=CHUNK_GRIDS)
+
+
+def test_chunk_prefix_covers_every_prefix_and_chunk(chunked: ProfileResult) -> None:
+    assert set(chunked.T_chunk_prefix) == set(itertools.product((2048, 16384, 32256), (64, 512)))
+    assert chunked.samples["chunk_prefix/2048x512"] == [chunked.T_chunk_prefix[(2048, 512)]]
+    assert chunked.grids["prefix_lens"] == [2048, 16384, 32256]
+    assert "--prefix-lens 2048,16384,32256" in chunked.provenance["generated_by"]
+
+
+def test_chunk_prefix_is_the_context_step_over_a_cached_prefix(chunked: ProfileResult) -> None:
+    # The figures the database gives Qwen3-8B on h100_sxm, vLLM 0.24.0, for a 512-token chunk:
+    # 12.9 ms with nothing cached (T_prefill[512]), rising with the prefix it attends over.
+    t = chunked.T_chunk_prefix
+    assert chunked.T_prefill[512] == pytest.approx(12.9, abs=0.05)
+    assert t[(2048, 512)] == pytest.approx(13.8, abs=0.05)
+    assert t[(16384, 512)] == pytest.approx(19.7, abs=0.05)
+    assert t[(32256, 512)] == pytest.approx(27.2, abs=0.05)
+    for chunk in (64, 512):
+        row = [t[(p, chunk)] for p in (2048, 16384, 32256)]
+        assert row == sorted(row), chunk
+    # A pass over a 32k prefix costs far less than a fresh prefill of the whole context.
+    assert t[(32256, 512)] < chunked.T_prefill[512] * 3
+
+
+def test_chunk_prefix_is_not_estimated_without_prefix_lens(profile: ProfileResult) -> None:
+    assert profile.T_chunk_prefix == {}
+    assert "prefix_lens" not in profile.grids and "T_chunk_prefix" not in profile.to_json_dict()
+    assert "--prefix-lens" not in profile.provenance["generated_by"]
+
+
+def test_a_chunk_past_the_models_context_is_refused() -> None:
+    # Qwen3 has 40,960 positions: a 512-token chunk over 40,449 cached tokens needs 40,961.
+    grids = dataclasses.replace(SMALL, chunk_sizes=(512,), prefix_lens=(40449,))
+    with pytest.raises(InvalidProfile, match=r"grids\.prefix_lens: a point needs 40961 positions .* 40960"):
+        profile_from_aiconfigurator(**QWEN3_8B, grids=grids)
+    with pytest.raises(InvalidProfile, match=r"grids\.prompt_lens"):
+        profile_from_aiconfigurator(**QWEN3_8B, grids=dataclasses.replace(SMALL, prompt_lens=(40961,)))
+    longest = dataclasses.replace(SMALL, chunk_sizes=(512,), prefix_lens=(40448,), prompt_lens=(40960,))
+    assert (40448, 512) in profile_from_aiconfigurator(**QWEN3_8B, grids=longest).T_chunk_prefix
+
+
+def test_chunk_prefix_points_out_of_memory_are_left_out_and_listed() -> None:
+    # Qwen3-32B's 64 GB of weights leave an 80 GB H100 too little for the activations of a
+    # 32,768-token chunk; a 64-token one over the same prefix fits.
+    grids = dataclasses.replace(SMALL, chunk_sizes=(64, 32768), prefix_lens=(1024,))
+    p = profile_from_aiconfigurator(**{**QWEN3_8B, "model": "Qwen/Qwen3-32B"}, grids=grids)
+    assert set(p.T_chunk_prefix) == {(1024, 64)}
+    assert p.provenance["omitted_points"] == ["chunk_prefix/1024x32768: out of GPU memory"]
+
+
+@pytest.mark.parametrize(
+    ("model", "system", "tp_size"),
+    [("Qwen/Qwen3-8B", "h100_sxm", 1), ("Qwen/Qwen3-8B", "h200_sxm", 1), ("Qwen/Qwen3-32B", "h100_sxm", 2)],
+)
+def test_kv_capacity_is_memory_times_the_engines_fraction_less_non_kv_over_bytes_per_token(
+    model: str, system: str, tp_size: int
+) -> None:
+    request = {**QWEN3_8B, "model": model, "system": system, "backend_version": "0.24.0"}
+    p = profile_from_aiconfigurator(**request, tp_size=tp_size, grids=SMALL)
+    derivation = p.provenance["kv_capacity"]
+    memory = _spec(system)["gpu"]["mem_capacity"]
+    assert derivation["gpu_memory_bytes"] == memory
+    assert derivation["memory_fraction"] == 0.92  # vLLM's gpu_memory_utilization since 0.22
+    non_kv = sum(derivation["non_kv_bytes_per_gpu"].values())
+    weights = derivation["non_kv_bytes_per_gpu"]["weights_bytes"]
+    # bf16 weights: about 2 bytes per parameter, split over the tp GPUs (8.2B and 32.8B params).
+    params_b = {"Qwen/Qwen3-8B": 8.2e9, "Qwen/Qwen3-32B": 32.8e9}[model]
+    assert weights == pytest.approx(2 * params_b / tp_size, rel=0.05)
+    # Each GPU holds its 1/tp share of every token's KV heads: the per-GPU tokens are the instance's.
+    assert derivation["kv_bytes_per_token_per_gpu"] * tp_size == p.bytes_per_token
+    expected = int((memory * 0.92 - non_kv) // (p.bytes_per_token // tp_size))
+    assert p.kv_capacity_tokens is not None and abs(p.kv_capacity_tokens - expected) <= 1
+    again = profile_from_json_dict(json.loads(json.dumps(p.to_json_dict())))
+    assert again.kv_capacity_tokens == p.kv_capacity_tokens
+
+
+def test_kv_capacity_grows_with_the_gpus_memory() -> None:
+    h100 = profile_from_aiconfigurator(**QWEN3_8B, backend_version="0.24.0", grids=SMALL)
+    h200_request = {**QWEN3_8B, "system": "h200_sxm", "backend_version": "0.24.0"}
+    h200 = profile_from_aiconfigurator(**h200_request, grids=SMALL)
+    assert h100.kv_capacity_tokens is not None and h200.kv_capacity_tokens is not None
+    # The same non-KV memory on both: the extra 61 GB of the H200 (times 0.92) is all KV cache.
+    extra = (_spec("h200_sxm")["gpu"]["mem_capacity"] - _spec("h100_sxm")["gpu"]["mem_capacity"]) * 0.92
+    assert h200.kv_capacity_tokens - h100.kv_capacity_tokens == pytest.approx(extra / 147456, abs=2)

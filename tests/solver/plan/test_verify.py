@@ -40,7 +40,7 @@ def test_a_recommended_split_is_served_at_its_planned_rate() -> None:
 
 
 def test_co_location_is_simulated_with_mixed_gpus_and_a_gap_is_explained() -> None:
-    plan = _plan(16, 1024, 200)  # no split beats co-location here
+    plan = _plan(16, 256, 1600)  # no split beats co-location here (short prompts, long outputs)
     assert recommend(plan).action == "co-located"
     v = verify_plan(plan, load_builtin_profile(PROFILE), num_requests=2000)
     assert v.fleet == "pools: 16 mixed + 0 prefill + 0 decode GPUs"

@@ -158,10 +158,11 @@ def test_plan_from_a_profile_file_prints_a_recommendation_and_the_assumptions(
 
 
 def test_plan_from_a_profile_beyond_its_range_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
-    args = ["plan", "--profile", "default", "--machines", "16", "--prompt-len", "30000"]
-    assert main([*args, "--output-len", "200"]) == 2
+    # The shipped default profiles decode up to kv_len 32768; plans extrapolate to 4x that.
+    args = ["plan", "--profile", "default", "--machines", "16", "--prompt-len", "131000"]
+    assert main([*args, "--output-len", "400"]) == 2
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "context 30100 tokens" in err
+    assert len(err.splitlines()) == 1 and "context 131200 tokens" in err and "kv_len 32768" in err
 
 
 def test_plan_verify_simulates_the_recommendation(capsys: pytest.CaptureFixture[str]) -> None:
@@ -169,7 +170,7 @@ def test_plan_verify_simulates_the_recommendation(capsys: pytest.CaptureFixture[
     assert main([*args, "--verify"]) == 0
     lines = capsys.readouterr().out.splitlines()
     verify = [line for line in lines if line.startswith("verify")]
-    assert verify[0].startswith("verify (pools: 0 mixed + 12 prefill + 4 decode GPUs; 4000 Poisson requests")
+    assert verify[0].startswith("verify (pools: 0 mixed + 11 prefill + 5 decode GPUs; 4000 Poisson requests")
     assert "SLO attainment" in verify[0] and "(agrees within 10%)" in verify[1]
     assert main([*args, "--verify", "--json"]) == 0
     d = json.loads(capsys.readouterr().out)

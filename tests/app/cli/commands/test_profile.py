@@ -179,3 +179,56 @@ def test_default_grids_are_the_designs_and_every_one_is_overridable() -> None:
         "warmup": 0,
         "repeats": 13,
     }
+
+
+def test_the_long_preset_and_prefix_lens() -> None:
+    from app.cli.commands.profile import grids_from_args
+    from app.cli.main import build_parser
+    from solver.profile_result import LONG_GRIDS
+
+    parse = build_parser().parse_args
+    long = grids_from_args(parse(["profile", "-o", "p.pt", "--grid", "long"]))
+    assert long == LONG_GRIDS and max(long.prompt_lens) == 32768 and max(long.kv_lens) == 32768
+    assert long.prefix_lens == (512, 2048, 8192, 16384, 32256)
+    assert long.to_json_dict()["prefix_lens"] == [512, 2048, 8192, 16384, 32256]
+    changed = grids_from_args(parse(["profile", "-o", "p.pt", "--grid", "long", "--prefix-lens", "100"]))
+    assert changed.prefix_lens == (100,) and changed.prompt_lens == LONG_GRIDS.prompt_lens
+    quick = grids_from_args(parse(["profile", "-o", "p.pt", "--quick", "--prefix-lens", "64,256"]))
+    assert quick.prefix_lens == (64, 256) and quick.prompt_lens == (16, 32, 64, 128)
+    assert grids_from_args(parse(["profile", "-o", "p.pt", "--grid", "quick"])) == grids_from_args(
+        parse(["profile", "-o", "p.pt", "--quick"])
+    )
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--prefix-lens", "512,0"], "argument --prefix-lens: expected positive integers"),
+        (["--prefix-lens", "x"], "argument --prefix-lens: expected comma-separated integers"),
+        (["--quick", "--grid", "long"], "--quick is --grid quick; it cannot go with --grid long"),
+        (["--grid", "huge"], "argument --grid: invalid choice"),
+        (["--source", "aiconfigurator", "--prefill-pass-tokens", "8"], "not used by --source aiconfigurator"),
+    ],
+)
+def test_bad_grid_options_are_one_line(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code: str | int | None
+    try:
+        code = main(["profile", "-o", "p.json", *argv])
+    except SystemExit as exc:  # argparse's own errors exit 2 after the usage lines
+        code = exc.code
+    assert code == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err.splitlines()[-1] and "Traceback" not in err, err
+
+
+def test_the_aiconfigurator_source_with_prefix_lens(tmp_path: Path) -> None:
+    needs_torch()  # the profiling package (its result type) imports torch
+    out = tmp_path / "aic.json"
+    args = ["profile", "--source", "aiconfigurator", "--prompt-lens", "512", "--kv-lens", "512"]
+    args += ["--batch-sizes", "1", "--chunk-sizes", "512", "--decode-batches", "8", "--prefix-lens", "2048"]
+    assert main([*args, "-o", str(out)]) == 0
+    profile = load_profile(out)
+    assert set(profile.T_chunk_prefix) == {(2048, 512)} and profile.kv_capacity_tokens is not None
+    assert profile.provenance["generated_by"].endswith("--prefix-lens 2048")
