@@ -34,6 +34,17 @@ to one event per step.
 Gateway figures kept as counters (updated on routing, chunk scheduling and finishes, never by
 scanning): ``pending_prefill_tokens`` (prompt tokens routed here for local prefill and not yet
 carried by a started step) and, through ``kv_offset_sum``, ``context_tokens(t)``.
+
+KV capacity (``kv``, a ``solver.sim.kv_pool.KvPool``; None: unlimited, and every line of this
+module runs as it did before KV capacity): blocks are taken per step for the tokens it computes
+and freed when a request finishes or is preempted, by the rules and at the cost stated in
+``solver.sim.kv_pool``. A preempted request re-prefills its prompt plus the ``resumed[rid]``
+tokens it had generated; it then behaves as a request with that longer prompt and that many
+fewer output tokens.
+
+Extrapolation counters (``num_extrapolated*``): the steps whose lookups went beyond each table's
+measured range (``solver.sim.latency``), counted as the step is composed; for a decode run the
+number of its steps beyond is found from the first one, in constant time.
 """
 
 from __future__ import annotations
@@ -44,6 +55,7 @@ from heapq import heappop, heappush
 
 import numpy as np
 
+from solver.sim.kv_pool import KvPool, make_room
 from solver.sim.latency import StepLatency
 
 # Runs shorter than this stay single steps (below it a run saves less than it costs); longer
@@ -67,6 +79,7 @@ class BatchingGpu:
         "first_pending",
         "index",
         "is_busy",
+        "kv",
         "kv_arrived",
         "kv_loading",
         "kv_offset_sum",
@@ -75,12 +88,17 @@ class BatchingGpu:
         "num_assigned",
         "num_decoding",
         "num_extrapolated",
+        "num_extrapolated_chunk_prefix",
+        "num_extrapolated_decode",
+        "num_extrapolated_interference",
+        "num_extrapolated_steps",
         "output",
         "pending_prefill_tokens",
         "prefill_log",
         "prefill_log_tokens",
         "prefill_queue",
         "prompt",
+        "resumed",
         "run_ends",
         "run_start",
         "run_steps",
@@ -101,6 +119,7 @@ class BatchingGpu:
         prompt: list[int],
         output: list[int],
         use_runs: bool = True,
+        kv: KvPool | None = None,
     ) -> None:
         self.index = index
         self.latency = latency
@@ -122,6 +141,12 @@ class BatchingGpu:
         self.first_pending: list[int] = []
         self.step_first: list[int] = []
         self.num_extrapolated = 0  # steps with a prefill lookup beyond the measured prompt grid
+        self.num_extrapolated_decode = 0  # steps with a decode lookup beyond T_decode
+        self.num_extrapolated_interference = 0  # steps with an interference lookup beyond
+        self.num_extrapolated_chunk_prefix = 0  # steps with a chunk-prefix lookup beyond
+        self.num_extrapolated_steps = 0  # steps with any lookup beyond a table
+        self.kv = kv  # the KV blocks (None: unlimited capacity)
+        self.resumed: dict[int, int] = {}  # preempted request -> tokens it had generated
         self.num_assigned = 0  # requests routed here and not finished
         # Prompt tokens routed here for local prefill, not yet in a started step (the caller
         # adds a prompt when it routes it here; ``start`` takes each chunk off).
@@ -180,14 +205,53 @@ class BatchingGpu:
         ``j`` is the step whose end saw the request's first token: it then makes one token per
         step from ``j + 1`` and its context in step ``s`` is ``prompt_len + s - j``."""
         j = self.step_count + 1 if first_here else self.step_count
-        self.num_decoding += 1
-        self.kv_offset_sum += self.prompt[rid] - j
-        heappush(self.finish_heap, (j + self.output[rid] - 1, rid, j))
+        kv = self.kv
+        if kv is None:
+            self.num_decoding += 1
+            self.kv_offset_sum += self.prompt[rid] - j
+            heappush(self.finish_heap, (j + self.output[rid] - 1, rid, j))
+        else:  # a resumed request decodes as one whose prompt holds the tokens it had made
+            before = self.resumed.get(rid, 0)
+            length = self.prompt[rid] + before
+            self.num_decoding += 1
+            self.kv_offset_sum += length - j
+            heappush(self.finish_heap, (j + self.output[rid] - before - 1, rid, j))
+            kv.join(length - j)
+            if first_here:
+                kv.admit(rid)
+                if (length - 1) % kv.block_size == 0:
+                    kv.credit += 1  # its first step's block was taken at admission
         if first_here:
             self.first_pending.append(rid)
 
+    def can_take_remote(self, rid: int, t: float) -> bool:
+        """Whether blocks for request ``rid``'s whole transferred KV are free at ``t``."""
+        kv = self.kv
+        if kv is None:
+            return True
+        free = kv.num_free
+        ends = self.run_ends
+        if ends is not None:  # a run took its blocks up front: those of its steps not yet started
+            started = min(bisect_right(ends, t), len(ends) - 1) + 1
+            free += kv.run_need(self.run_start, len(ends), self.step_batch)
+            free -= kv.run_need(self.run_start, started, self.step_batch)
+        return kv.blocks(self.prompt[rid]) <= free
+
+    def finish_prefilled(self, rid: int) -> int:
+        """Request ``rid`` ends with the prefill that just finished (its last token): free its
+        blocks; the tokens it had generated before that prefill (0 unless it was preempted)."""
+        before = self.resumed.pop(rid, 0)
+        kv = self.kv
+        if kv is not None:
+            kv.num_free += kv.blocks(self.prompt[rid] + before)
+            kv.admitted.pop(rid, None)
+        return before
+
     def add_remote(self, rid: int) -> None:
         """Request ``rid``'s KV has arrived: admitted at the next step boundary (now when idle)."""
+        kv = self.kv
+        if kv is not None:  # blocks for the whole transferred KV, checked by can_take_remote
+            kv.num_free -= kv.blocks(self.prompt[rid])
         if self.is_busy:
             self.kv_arrived.append(rid)
         else:
@@ -215,6 +279,12 @@ class BatchingGpu:
         queue = self.prefill_queue
         if b == 0 and not queue:
             return None
+        kv = self.kv
+        need = 0
+        may_start = True  # whether prompts not yet started may start in this step
+        if kv is not None:  # the step's blocks, preempting when they are not free
+            need, may_start = make_room(self)
+            b = self.num_decoding
         self.step_batch = b
         self.is_busy = True
         self.step_first = self.first_pending
@@ -222,9 +292,21 @@ class BatchingGpu:
         if not queue and self.use_runs and not self.step_first and not self.kv_loading:
             steps = self.finish_heap[0][0] - self.step_count
             if steps >= MIN_RUN_STEPS:
-                return self._start_run(t, b, min(steps, MAX_RUN_STEPS))
+                steps = min(steps, MAX_RUN_STEPS)
+                if kv is not None:  # as many steps as the free blocks carry, taken up front
+                    steps = kv.run_fit(self.step_count, steps, b)
+                    if steps >= MIN_RUN_STEPS:
+                        kv.num_free -= kv.run_need(self.step_count, steps, b)
+                        return self._start_run(t, b, steps)
+                else:
+                    return self._start_run(t, b, steps)
         self.step_count += 1
+        if kv is not None:
+            kv.num_free -= need
+            kv.credit = 0
         lat = self.latency
+        has_table = lat.has_chunk_prefix
+        prefix_beyond = False
         budget = self.budget - b  # decode tokens first, the rest for prefill
         chunk = 0
         prefix_ms = 0.0
@@ -234,9 +316,21 @@ class BatchingGpu:
             entry = queue[0]
             rid, done, length = entry
             take = length - done if length - done < budget else budget
+            if kv is not None:  # blocks for the tokens this chunk computes (kv_pool's rules)
+                if not done and not may_start:
+                    break
+                grow = kv.blocks(done + take) - kv.blocks(done)
+                if grow > kv.num_free:
+                    break
+                kv.num_free -= grow
+                if not done:
+                    kv.admit(rid)
             if done:
                 prefix_ms += lat.prefix_attention_ms(done, take)
-                if done + take > reach:
+                if has_table:
+                    if lat.is_chunk_prefix_extrapolated(done, take):
+                        prefix_beyond = True
+                elif done + take > reach:
                     reach = done + take
             budget -= take
             chunk += take
@@ -245,16 +339,33 @@ class BatchingGpu:
                 done_now.append(rid)
             else:
                 entry[1] = done + take
+        if kv is not None and not b and not chunk:
+            return self._no_step(t)
+        context = 0.0
         if b:
-            dur = lat.decode_fn(b)(self.kv_offset_sum / b + self.step_count)
+            context = self.kv_offset_sum / b + self.step_count
+            dur = lat.decode_fn(b)(context)
             if chunk:
                 dur += lat.interference_ms(chunk, b) + prefix_ms
         else:
             dur = lat.prefill_ms(chunk) + prefix_ms
             if chunk > reach:
                 reach = chunk
+        beyond = prefix_beyond
+        if prefix_beyond:
+            self.num_extrapolated_chunk_prefix += 1
         if chunk and lat.is_extrapolated(reach):
             self.num_extrapolated += 1
+            beyond = True
+        if b:
+            if lat.is_decode_extrapolated(context, b):
+                self.num_extrapolated_decode += 1
+                beyond = True
+            if chunk and lat.is_interference_extrapolated(chunk, b):
+                self.num_extrapolated_interference += 1
+                beyond = True
+        if beyond:
+            self.num_extrapolated_steps += 1
         self.pending_prefill_tokens -= chunk
         if chunk:
             self.prefill_log.append((t, chunk))
@@ -281,7 +392,45 @@ class BatchingGpu:
         self.step_count = s + steps
         self.run_steps = steps
         self.run_ends = ends
+        beyond = self._run_beyond(s + 1, s + steps, offset, b)
+        self.num_extrapolated_decode += beyond
+        self.num_extrapolated_steps += beyond
         return ends[-1]
+
+    def _run_beyond(self, first: int, last: int, offset: float, b: int) -> int:
+        """Steps ``first..last`` of a decode run (context ``offset + step``) whose lookup lies
+        beyond ``T_decode``: all of them above the measured batch, else those past its kv_len."""
+        lat = self.latency
+        if last < first:
+            return 0
+        if b > lat.max_decode_batch:
+            return last - first + 1
+        limit = lat.max_decode_kv
+        if offset + last <= limit:
+            return 0
+        k = first  # the first step beyond, found with the comparison a single step makes
+        if offset + first <= limit:
+            k = max(first, int(limit - offset))
+            while offset + k <= limit:
+                k += 1
+            while k > first and offset + (k - 1) > limit:
+                k -= 1
+        return last - k + 1
+
+    def _no_step(self, t: float) -> float | None:
+        """Nothing can run (the queued prompt's blocks are not free): undo the step. Requests
+        whose KV is loading hold blocks and are seen at once (an idle engine polls the KV)."""
+        self.step_count -= 1
+        self.is_busy = False
+        self.step_batch = 0
+        self.first_pending = self.step_first + self.first_pending
+        self.step_first = []
+        if not self.kv_loading:
+            return None
+        loading, self.kv_loading = self.kv_loading, []
+        for rid in loading:
+            self.join_decode(rid, first_here=True)
+        return self.start(t)
 
     def cut_run(self, t: float) -> float:
         """End the run in flight after its step in flight at ``t``; the new end time."""
@@ -289,6 +438,14 @@ class BatchingGpu:
         if ends is None:
             raise RuntimeError("no run in flight")  # a caller bug, never a user error
         in_flight = min(bisect_right(ends, t), len(ends) - 1)
+        b = self.step_batch
+        kv = self.kv
+        if kv is not None:  # give back the blocks of the steps that will not run
+            kv.num_free += kv.run_need(self.run_start, len(ends), b) - kv.run_need(self.run_start, in_flight + 1, b)
+        offset = self.kv_offset_sum / b
+        beyond = self._run_beyond(self.run_start + in_flight + 2, self.run_start + len(ends), offset, b)
+        self.num_extrapolated_decode -= beyond
+        self.num_extrapolated_steps -= beyond
         self.step_count = self.run_start + in_flight + 1
         self.run_steps = in_flight + 1
         self.run_ends = None
@@ -309,11 +466,25 @@ class BatchingGpu:
         self.run_ends = None
         finished: list[tuple[int, int]] = []
         heap = self.finish_heap
-        while heap and heap[0][0] <= s:
-            _, rid, joined = heappop(heap)
-            self.num_decoding -= 1
-            self.kv_offset_sum -= self.prompt[rid] - joined
-            finished.append((rid, 1 + s - joined))
+        kv = self.kv
+        if kv is None:
+            while heap and heap[0][0] <= s:
+                _, rid, joined = heappop(heap)
+                self.num_decoding -= 1
+                self.kv_offset_sum -= self.prompt[rid] - joined
+                finished.append((rid, 1 + s - joined))
+        else:  # the same, for resumed requests' longer prompts, and their blocks freed
+            resumed = self.resumed
+            while heap and heap[0][0] <= s:
+                last, rid, joined = heappop(heap)
+                before = resumed.pop(rid, 0)
+                offset = self.prompt[rid] + before - joined
+                self.num_decoding -= 1
+                self.kv_offset_sum -= offset
+                kv.leave(offset)
+                kv.num_free += kv.blocks(offset + last)
+                kv.admitted.pop(rid, None)
+                finished.append((rid, before + 1 + s - joined))
         prefilled = self.step_prefilled
         self.step_prefilled = []
         self.step_batch = 0

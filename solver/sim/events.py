@@ -30,6 +30,15 @@ it (``admission``). With ``shed=True`` the gateway drops the request when the an
 ``shed`` (an answer without ``admission``: when it is infeasible): it never enters the fleet,
 has no first token nor finish (NaN in the records) and counts as an SLO miss.
 
+KV capacity (``FleetConfig.kv_capacity_tokens``): each engine GPU's blocks are kept by
+``solver.sim.kv_pool`` (vLLM's v1 rules: per-step allocation, recompute preemption of the
+request admitted last, a transferred request admitted only when blocks for its whole KV are
+free, waiting FCFS). A preempted request's first token stays the one it had; the tokens it
+re-prefills count once more in ``num_recomputed_tokens``, never twice in the tokens generated.
+
+Before a run, ``solver.sim.extrapolation`` refuses a workload or fleet that would read a table
+beyond the profile's measured ranges, unless ``FleetConfig.allow_extrapolation``.
+
 Run with ``python -m bench.bench_sim`` to time 100,000 requests.
 """
 
@@ -43,7 +52,9 @@ from pdroute_core.routing.types import DISAGGREGATED
 from solver.errors import InvalidSimConfig
 from solver.sim.batching_gpu import PREFILL_RATE_WINDOW_MS, BatchingGpu
 from solver.sim.calibrating import LearningPolicy
+from solver.sim.extrapolation import range_problems, refusal
 from solver.sim.fleet import FleetConfig
+from solver.sim.kv_pool import KvPool
 from solver.sim.latency import StepLatency
 from solver.sim.policies import Policy, RouteView
 from solver.sim.prefill_pool import PrefillPool
@@ -127,8 +138,12 @@ class RunState:
         self.first_from_prefill = fleet.first_token == "prefill-engine"
         self.heap: list[tuple[float, int, int, int, int]] = []
         self.seq = 0
+        self.kv_capacity_tokens = fleet.kv_capacity_in_force(latency.kv_capacity_tokens)
+        self._check(fleet, latency)
         self.engines = [
-            BatchingGpu(i, latency, fleet.max_num_batched_tokens, self.prompt, self.output, use_runs)
+            BatchingGpu(
+                i, latency, fleet.max_num_batched_tokens, self.prompt, self.output, use_runs, self._kv_pool()
+            )
             for i in range(fleet.num_engines)
         ]
         if fleet.topology == "conditional":
@@ -141,6 +156,28 @@ class RunState:
         self.ask_policy = fleet.can_collocate and fleet.can_disaggregate
         # A policy that learns from finished requests (solver.sim.calibrating) is told ids and outcomes.
         self.learner = sim.policy if isinstance(sim.policy, LearningPolicy) else None
+
+    def _check(self, fleet: FleetConfig, latency: StepLatency) -> None:
+        """Refuse a run beyond the profile's ranges (unless allowed) or with a request whose
+        context no engine's KV capacity can hold."""
+        if not fleet.allow_extrapolation:
+            problems = range_problems(latency, self.prompt, self.output, fleet, self.kv_capacity_tokens)
+            if problems:
+                raise InvalidSimConfig(refusal(problems))
+        cap = self.kv_capacity_tokens
+        if cap is not None and self.prompt:
+            longest = max(p + o - 1 for p, o in zip(self.prompt, self.output, strict=True))
+            usable = cap // fleet.block_size * fleet.block_size
+            if longest > usable:
+                raise InvalidSimConfig(
+                    f"kv_capacity_tokens: a request's context of {longest:,} tokens needs more than the "
+                    f"{usable:,} tokens ({cap // fleet.block_size:,} blocks of {fleet.block_size}) one engine "
+                    "GPU holds; raise the capacity or shorten the requests"
+                )
+
+    def _kv_pool(self) -> KvPool | None:
+        cap = self.kv_capacity_tokens
+        return None if cap is None else KvPool(cap, self.fleet.block_size)
 
     # --- the loop ---------------------------------------------------------------------------
     def run(self) -> None:
@@ -251,9 +288,14 @@ class RunState:
 
     # --- engines ----------------------------------------------------------------------------
     def _admit(self, gpu: BatchingGpu, rid: int, needs_prefill: bool, t: float) -> None:
-        if gpu.num_running >= self.fleet.max_num_seqs:
+        if gpu.num_running >= self.fleet.max_num_seqs or (
+            gpu.kv is not None and (gpu.waiting or not (needs_prefill or gpu.can_take_remote(rid, t)))
+        ):  # no slot, or (KV capacity) someone waits ahead or its transferred KV has no blocks
             gpu.waiting.append((rid, needs_prefill))
             return
+        self._enter(gpu, rid, needs_prefill, t)
+
+    def _enter(self, gpu: BatchingGpu, rid: int, needs_prefill: bool, t: float) -> None:
         if gpu.run_ends is not None:
             self._push(gpu.cut_run(t), _STEP_END, gpu.index, gpu.version)
         if needs_prefill:
@@ -276,11 +318,14 @@ class RunState:
                 self.first_token[rid] = t
         for rid, tokens in finished:
             self._finish(gpu, rid, t, tokens)
+        first_token = self.first_token
+        resumed = gpu.resumed  # empty unless KV capacity preempted something
         for rid in prefilled:
-            self.first_token[rid] = t
+            if first_token[rid] != first_token[rid]:  # NaN: a re-prefill keeps the first token
+                first_token[rid] = t
             self.total_tokens += 1
-            if self.output[rid] == 1:
-                self._finish(gpu, rid, t, 1)
+            if self.output[rid] - resumed.get(rid, 0) == 1:
+                self._finish(gpu, rid, t, gpu.finish_prefilled(rid) + 1)
             else:
                 gpu.join_decode(rid)
         # Still marked busy while the waiting line is admitted, so the next step is composed
@@ -293,8 +338,11 @@ class RunState:
     def _admit_waiting(self, gpu: BatchingGpu, t: float) -> None:
         waiting = gpu.waiting
         while waiting and gpu.num_running < self.fleet.max_num_seqs:
-            rid, needs_prefill = waiting.popleft()
-            self._admit(gpu, rid, needs_prefill, t)
+            rid, needs_prefill = waiting[0]
+            if not (needs_prefill or gpu.can_take_remote(rid, t)):
+                break  # FCFS: the head waits for blocks, and everyone behind it
+            waiting.popleft()
+            self._enter(gpu, rid, needs_prefill, t)
 
     def _finish(self, gpu: BatchingGpu, rid: int, t: float, tokens: int) -> None:
         self.finish[rid] = t
@@ -338,6 +386,8 @@ class RunState:
     # --- results ----------------------------------------------------------------------------
     def records(self, policy_name: str) -> SimRecords:
         f64, i64 = np.float64, np.int64
+        engines = self.engines
+        pools = [gpu.kv for gpu in engines if gpu.kv is not None]
         return SimRecords(
             policy=policy_name,
             arrival_ms=np.asarray(self.arrival_ms, dtype=f64),
@@ -361,5 +411,15 @@ class RunState:
             num_engine_steps=sum(gpu.step_count for gpu in self.engines),
             num_prefill_forwards=self.num_prefill_forwards,
             num_extrapolated_steps=self.num_extrapolated_forwards
-            + sum(gpu.num_extrapolated for gpu in self.engines),
+            + sum(gpu.num_extrapolated_steps for gpu in self.engines),
+            extrapolated={
+                "T_prefill": self.num_extrapolated_forwards + sum(gpu.num_extrapolated for gpu in engines),
+                "T_decode": sum(gpu.num_extrapolated_decode for gpu in engines),
+                "T_interference": sum(gpu.num_extrapolated_interference for gpu in engines),
+                "T_chunk_prefix": sum(gpu.num_extrapolated_chunk_prefix for gpu in engines),
+            },
+            allow_extrapolation=self.fleet.allow_extrapolation,
+            kv_capacity_tokens=self.kv_capacity_tokens,
+            num_preemptions=sum(kv.num_preemptions for kv in pools),
+            num_recomputed_tokens=sum(kv.num_recomputed_tokens for kv in pools),
         )

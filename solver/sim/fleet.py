@@ -31,6 +31,15 @@ the decode engine, as vLLM's disaggregation proxy and Dynamo stream it: admitted
 engine's next step boundary after the KV transfer, KV seen at the one after, the first token at
 the end of its first decode step) or ``prefill-engine`` (a proxy that streams the prefill
 engine's token: out when the prefill pass ends; the decode engine's timeline is unchanged).
+
+KV cache (``kv_capacity_tokens``, ``block_size``): each decode / mixed GPU holds that many KV
+tokens in blocks of ``block_size`` (vLLM's default 16), scheduled as ``solver.sim.kv_pool``
+says. ``"profile"`` (the default) takes the profile's ``kv_capacity_tokens`` and, when the
+profile has none, no limit; ``None`` is no limit (every admission fits, nothing is preempted:
+the simulator as it was before KV capacity, bit for bit).
+
+``allow_extrapolation``: run even when the workload or fleet would read a table beyond its
+measured range (``solver.sim.extrapolation``); otherwise such a run is refused up front.
 """
 
 from __future__ import annotations
@@ -43,6 +52,7 @@ TOPOLOGIES = ("conditional", "pools")
 PREFILL_QUEUES = ("shared", "round-robin", "least-loaded")
 DEFAULT_PREFILL_QUEUE = {"conditional": "round-robin", "pools": "least-loaded"}
 FIRST_TOKEN_SOURCES = ("decode-engine", "prefill-engine")
+KV_FROM_PROFILE = "profile"
 
 
 @dataclass(frozen=True)
@@ -58,6 +68,11 @@ class FleetConfig:
     max_num_seqs: int = 256  # requests running (prefilling or decoding) per decode / mixed GPU
     prefill_queue: str | None = None  # shared | round-robin | least-loaded; None: the topology's
     first_token: str = "decode-engine"  # where a disaggregated request's first token is read
+    # KV tokens per engine GPU: an integer, "profile" (the profile's, unlimited when it has none)
+    # or None (unlimited).
+    kv_capacity_tokens: int | str | None = KV_FROM_PROFILE
+    block_size: int = 16  # KV tokens per block (vLLM's default)
+    allow_extrapolation: bool = False  # run beyond the profile's measured ranges (counted)
 
     def __post_init__(self) -> None:
         if self.topology not in TOPOLOGIES:
@@ -83,6 +98,20 @@ class FleetConfig:
             raise InvalidSimConfig(
                 f"first_token: unknown {self.first_token!r} (one of {', '.join(FIRST_TOKEN_SOURCES)})"
             )
+        cap = self.kv_capacity_tokens
+        if cap is not None and cap != KV_FROM_PROFILE and (
+            isinstance(cap, bool) or not isinstance(cap, int) or cap < 1
+        ):
+            raise InvalidSimConfig(
+                f"kv_capacity_tokens: expected an integer >= 1, {KV_FROM_PROFILE!r} or None, got {cap!r}"
+            )
+        bs = self.block_size
+        if isinstance(bs, bool) or not isinstance(bs, int) or bs < 1:
+            raise InvalidSimConfig(f"block_size: expected an integer >= 1, got {bs!r}")
+        if isinstance(cap, int) and cap < bs:
+            raise InvalidSimConfig(f"kv_capacity_tokens: {cap} holds no block of {bs} tokens")
+        if not isinstance(self.allow_extrapolation, bool):
+            raise InvalidSimConfig(f"allow_extrapolation: expected true or false, got {self.allow_extrapolation!r}")
         if self.topology == "conditional":
             if self.num_decode < 1:
                 raise InvalidSimConfig("conditional topology needs at least one decode GPU")
@@ -112,6 +141,13 @@ class FleetConfig:
     @property
     def num_gpus(self) -> int:
         return self.num_prefill + self.num_engines
+
+    def kv_capacity_in_force(self, profile_capacity: int | None) -> int | None:
+        """The KV tokens per engine GPU this fleet runs with (None: unlimited)."""
+        cap = self.kv_capacity_tokens
+        if cap == KV_FROM_PROFILE:
+            return profile_capacity
+        return cap if isinstance(cap, int) else None
 
     def describe(self) -> str:
         if self.topology == "conditional":
