@@ -441,7 +441,9 @@ class BatchingGpu:
         b = self.step_batch
         kv = self.kv
         if kv is not None:  # give back the blocks of the steps that will not run
-            kv.num_free += kv.run_need(self.run_start, len(ends), b) - kv.run_need(self.run_start, in_flight + 1, b)
+            kv.num_free += kv.run_need(self.run_start, len(ends), b) - kv.run_need(
+                self.run_start, in_flight + 1, b
+            )
         offset = self.kv_offset_sum / b
         beyond = self._run_beyond(self.run_start + in_flight + 2, self.run_start + len(ends), offset, b)
         self.num_extrapolated_decode -= beyond

@@ -44,6 +44,7 @@ Run with ``python -m bench.bench_sim`` to time 100,000 requests.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from heapq import heappop, heappush
 
 import numpy as np
@@ -63,6 +64,30 @@ from solver.sim.report import SloLimits
 from solver.sim.workload import Workload
 
 _STEP_END, _PREFILL_END, _TRANSFER_END = 0, 1, 2
+
+
+def check_run(
+    latency: StepLatency, prompt: Sequence[int], output: Sequence[int], fleet: FleetConfig
+) -> int | None:
+    """Refuse (``InvalidSimConfig``) a run beyond the profile's measured ranges unless the fleet
+    allows it, or with a request whose context no engine GPU's KV capacity holds; the KV
+    capacity in force (tokens per engine GPU, None: unlimited). Callers may check before a run
+    (the CLI does); every run checks again."""
+    capacity = fleet.kv_capacity_in_force(latency.kv_capacity_tokens)
+    if not fleet.allow_extrapolation:
+        problems = range_problems(latency, prompt, output, fleet, capacity)
+        if problems:
+            raise InvalidSimConfig(refusal(problems))
+    if capacity is not None and prompt:
+        longest = max(p + o - 1 for p, o in zip(prompt, output, strict=True))
+        usable = capacity // fleet.block_size * fleet.block_size
+        if longest > usable:
+            raise InvalidSimConfig(
+                f"kv_capacity_tokens: a request's context of {longest:,} tokens does not fit the {usable:,} "
+                f"tokens ({capacity // fleet.block_size:,} blocks of {fleet.block_size}) one engine GPU "
+                "holds; raise the capacity or shorten the requests"
+            )
+    return capacity
 
 
 class ClusterSimulation:
@@ -138,8 +163,7 @@ class RunState:
         self.first_from_prefill = fleet.first_token == "prefill-engine"
         self.heap: list[tuple[float, int, int, int, int]] = []
         self.seq = 0
-        self.kv_capacity_tokens = fleet.kv_capacity_in_force(latency.kv_capacity_tokens)
-        self._check(fleet, latency)
+        self.kv_capacity_tokens = check_run(latency, self.prompt, self.output, fleet)
         self.engines = [
             BatchingGpu(
                 i, latency, fleet.max_num_batched_tokens, self.prompt, self.output, use_runs, self._kv_pool()
@@ -156,24 +180,6 @@ class RunState:
         self.ask_policy = fleet.can_collocate and fleet.can_disaggregate
         # A policy that learns from finished requests (solver.sim.calibrating) is told ids and outcomes.
         self.learner = sim.policy if isinstance(sim.policy, LearningPolicy) else None
-
-    def _check(self, fleet: FleetConfig, latency: StepLatency) -> None:
-        """Refuse a run beyond the profile's ranges (unless allowed) or with a request whose
-        context no engine's KV capacity can hold."""
-        if not fleet.allow_extrapolation:
-            problems = range_problems(latency, self.prompt, self.output, fleet, self.kv_capacity_tokens)
-            if problems:
-                raise InvalidSimConfig(refusal(problems))
-        cap = self.kv_capacity_tokens
-        if cap is not None and self.prompt:
-            longest = max(p + o - 1 for p, o in zip(self.prompt, self.output, strict=True))
-            usable = cap // fleet.block_size * fleet.block_size
-            if longest > usable:
-                raise InvalidSimConfig(
-                    f"kv_capacity_tokens: a request's context of {longest:,} tokens needs more than the "
-                    f"{usable:,} tokens ({cap // fleet.block_size:,} blocks of {fleet.block_size}) one engine "
-                    "GPU holds; raise the capacity or shorten the requests"
-                )
 
     def _kv_pool(self) -> KvPool | None:
         cap = self.kv_capacity_tokens

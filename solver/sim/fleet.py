@@ -99,8 +99,10 @@ class FleetConfig:
                 f"first_token: unknown {self.first_token!r} (one of {', '.join(FIRST_TOKEN_SOURCES)})"
             )
         cap = self.kv_capacity_tokens
-        if cap is not None and cap != KV_FROM_PROFILE and (
-            isinstance(cap, bool) or not isinstance(cap, int) or cap < 1
+        if (
+            cap is not None
+            and cap != KV_FROM_PROFILE
+            and (isinstance(cap, bool) or not isinstance(cap, int) or cap < 1)
         ):
             raise InvalidSimConfig(
                 f"kv_capacity_tokens: expected an integer >= 1, {KV_FROM_PROFILE!r} or None, got {cap!r}"
@@ -111,7 +113,9 @@ class FleetConfig:
         if isinstance(cap, int) and cap < bs:
             raise InvalidSimConfig(f"kv_capacity_tokens: {cap} holds no block of {bs} tokens")
         if not isinstance(self.allow_extrapolation, bool):
-            raise InvalidSimConfig(f"allow_extrapolation: expected true or false, got {self.allow_extrapolation!r}")
+            raise InvalidSimConfig(
+                f"allow_extrapolation: expected true or false, got {self.allow_extrapolation!r}"
+            )
         if self.topology == "conditional":
             if self.num_decode < 1:
                 raise InvalidSimConfig("conditional topology needs at least one decode GPU")

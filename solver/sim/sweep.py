@@ -21,6 +21,7 @@ as an earlier run is not simulated again (``solver.sim.hindsight.StaticRuns``).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -52,15 +53,24 @@ def simulate(
     prediction: OutputPrediction | None = None,
     slo: SloLimits | None = None,
     shed: bool = False,
+    allow_extrapolation: bool | None = None,
 ) -> SimRecords:
     """Run ``policy`` over ``workload`` on ``fleet``; step times from ``profile``'s tables.
 
     ``slo`` is shown to the policy in every view; ``shed`` drops the requests it answers
-    infeasible (``solver.sim.events``)."""
+    infeasible (``solver.sim.events``); ``allow_extrapolation`` (None: the fleet's setting) runs
+    beyond the profile's measured ranges instead of refusing (``solver.sim.extrapolation``)."""
     latency = profile if isinstance(profile, StepLatency) else StepLatency(profile)
     predicted = (prediction or OutputPrediction()).predict(workload)
-    sim = ClusterSimulation(fleet or FleetConfig(), latency, policy, slo=slo, shed=shed)
+    fleet = _with_extrapolation(fleet or FleetConfig(), allow_extrapolation)
+    sim = ClusterSimulation(fleet, latency, policy, slo=slo, shed=shed)
     return sim.run(workload, predicted)
+
+
+def _with_extrapolation(fleet: FleetConfig, allow_extrapolation: bool | None) -> FleetConfig:
+    if allow_extrapolation is None or allow_extrapolation == fleet.allow_extrapolation:
+        return fleet
+    return dataclasses.replace(fleet, allow_extrapolation=allow_extrapolation)
 
 
 SweepEntry = Policy | BestStatic
@@ -133,6 +143,7 @@ def run_sweep(
     prediction: OutputPrediction | None = None,
     slo: SloLimits | None = None,
     shed: bool = False,
+    allow_extrapolation: bool | None = None,
 ) -> SweepResult:
     """Simulate every policy on every workload (one per offered load) and summarise.
 
@@ -143,7 +154,7 @@ def run_sweep(
     """
     if not workloads or not policies:
         raise InvalidSimConfig("a sweep needs at least one workload and one policy")
-    fleet = fleet or FleetConfig()
+    fleet = _with_extrapolation(fleet or FleetConfig(), allow_extrapolation)
     prediction = prediction or OutputPrediction()
     slo = slo or SloLimits()
     latency = StepLatency(profile)
@@ -188,6 +199,9 @@ def run_sweep(
             "max_num_seqs": fleet.max_num_seqs,
             "prefill_queue": fleet.prefill_queue_discipline,
             "first_token": fleet.first_token,
+            "kv_capacity_tokens": fleet.kv_capacity_in_force(profile.kv_capacity_tokens),
+            "block_size": fleet.block_size,
+            "allow_extrapolation": fleet.allow_extrapolation,
         },
         "prediction": prediction.label,
         "slo": {"ttft_ms": slo.ttft_ms, "tpot_ms": slo.tpot_ms},

@@ -60,6 +60,7 @@ def test_simulate_trace_all_policies(
             "1",
             "--decode-gpus",
             "2",
+            "--allow-extrapolation",  # the trace's prompts reach past the synthetic 2,048-token grid
             "-o",
             str(out),
         ]
@@ -95,7 +96,12 @@ def test_simulate_trace_all_policies(
     assert doc["settings"]["fleet"]["num_decode"] == 2
     assert doc["settings"]["fleet"]["max_num_batched_tokens"] == 512  # the largest profiled chunk
     assert doc["settings"]["fleet"]["prefill_queue"] == "round-robin"
-    assert "extrapolated passes" in printed
+    assert "extrapolated passes (allowed; tables extended linearly" in printed
+    assert all(r["allow_extrapolation"] for r in results)
+    assert sum(r["num_extrapolated_passes"] for r in results) > 0
+    assert set(results[0]["extrapolated"]) == {"T_prefill", "T_decode", "T_interference", "T_chunk_prefix"}
+    assert doc["settings"]["fleet"]["allow_extrapolation"] is True
+    assert doc["settings"]["fleet"]["kv_capacity_tokens"] is None  # the profile has none: no limit
     markdown = (out / "results.md").read_text()
     assert markdown.startswith("| policy |") and "Prediction error of the chosen path" in markdown
     assert "| cost-model | 2.00 |" in markdown
@@ -110,6 +116,7 @@ def test_simulate_poisson_pools_without_cost_model(
     args = ["simulate", "--profile", str(profile_file), "--poisson", "300", "--lengths", "fixed:600,20"]
     args += ["--rates", "5", "--policies", "threshold,threshold-queue", "--topology", "pools"]
     args += ["--mixed-gpus", "2", "--prefill-gpus", "1", "--decode-gpus", "1", "--predict", "mean"]
+    args += ["--max-num-seqs", "16"]  # the synthetic profile's interference covers 16 decodes
     args += ["--no-plots", "-o", str(out)]
     assert main(args) == 0
     doc = json.loads((out / "results.json").read_text())
@@ -135,7 +142,7 @@ def test_simulate_best_static_with_shedding(tmp_path: Path, profile_file: Path) 
     out = tmp_path / "b"
     args = ["simulate", "--profile", str(profile_file), "--poisson", "200", "--lengths", "lognormal:900,40"]
     args += ["--rates", "3,12", "--policies", "best-static,threshold", "--shed", "--prefill-gpus", "1"]
-    args += ["--decode-gpus", "2", "--no-plots", "-o", str(out)]
+    args += ["--decode-gpus", "2", "--allow-extrapolation", "--no-plots", "-o", str(out)]
     assert main(args) == 0
     doc = json.loads((out / "results.json").read_text())
     assert doc["settings"]["shed"] is True and doc["settings"]["policies"] == ["best-static", "threshold"]
@@ -178,6 +185,29 @@ def test_simulate_best_static_with_shedding(tmp_path: Path, profile_file: Path) 
         (["--trace", "GOOD", "--calibrate", "--calibrate-refresh", "0"], "--calibrate-refresh: expected"),
         (["--trace", "GOOD", "--max-num-batched-tokens", "100"], "100 is below max_num_seqs 256"),
         (["--trace", "GOOD", "--max-num-batched-tokens", "512", "--chunk-size", "512"], "not both"),
+        (
+            ["--poisson", "10", "--rates", "1", "--lengths", "fixed:3000,5", "--max-num-seqs", "16"],
+            "prompts up to 3,000 tokens, but the profile's T_prefill covers 64-2,048 tokens",
+        ),
+        (
+            ["--poisson", "300", "--rates", "1", "--lengths", "fixed:100,5"],
+            "decode batches up to 256 (max_num_seqs 256), but the profile's T_decode covers batches 1-32",
+        ),
+        (
+            ["--poisson", "20", "--rates", "1", "--lengths", "fixed:100,5", "--max-num-seqs", "16"]
+            + ["--max-num-batched-tokens", "1024"],
+            "prefill chunks beside decodes up to 1,023 tokens (max_num_batched_tokens 1,024), but the "
+            "profile's T_interference covers chunks 64-512 tokens",
+        ),
+        (
+            ["--poisson", "10", "--rates", "1", "--lengths", "fixed:100,5", "--kv-capacity-tokens", "lots"],
+            "--kv-capacity-tokens: expected N, profile or none",
+        ),
+        (
+            ["--poisson", "10", "--rates", "1", "--lengths", "fixed:1000,50", "--max-num-seqs", "16"]
+            + ["--kv-capacity-tokens", "1000"],
+            "a request's context of 1,049 tokens does not fit the 992 tokens (62 blocks of 16)",
+        ),
     ],
 )
 def test_simulate_errors_are_one_line(
@@ -219,6 +249,7 @@ def test_non_finite_slo_limits_are_written_as_strict_json(tmp_path: Path, profil
     out = tmp_path / "r"
     args = ["simulate", "--profile", str(profile_file), "--poisson", "30", "--lengths", "fixed:100,5"]
     args += ["--rates", "2", "--policies", "collocated", "--tpot-slo-ms", "inf", "--no-plots", "-o", str(out)]
+    args += ["--max-num-seqs", "16"]
     assert main(args) == 0
     doc = json.loads((out / "results.json").read_text(), parse_constant=pytest.fail)
     assert doc["arguments"]["tpot_slo_ms"] == "inf" and doc["settings"]["slo"]["tpot_ms"] is None
@@ -238,6 +269,7 @@ def test_simulate_calibrate_adds_the_calibrated_policy_per_load(
         "1",
         "--decode-gpus",
         "2",
+        "--allow-extrapolation",
         "--no-plots",
         "-o",
         str(out),
