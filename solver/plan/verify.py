@@ -24,7 +24,6 @@ most likely at fault (see ``likely_cause``).
 from __future__ import annotations
 
 import dataclasses
-
 import itertools
 import math
 from dataclasses import dataclass

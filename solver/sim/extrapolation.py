@@ -90,7 +90,8 @@ def range_problems(
         if max_context is not None and beside > r.interference_chunk[1]:
             problems.append(
                 f"prefill chunks beside decodes up to {_tokens(beside)} tokens (max_num_batched_tokens "
-                f"{budget:,}), but the profile's T_interference covers chunks {_box(r.interference_chunk, 'tokens')}"
+                f"{budget:,}), but the profile's T_interference covers chunks "
+                f"{_box(r.interference_chunk, 'tokens')}"
             )
         if max_context is not None and batch_bound - 1 > r.interference_batch[1]:
             problems.append(

@@ -157,6 +157,10 @@ def test_simulate_best_static_with_shedding(tmp_path: Path, profile_file: Path) 
     assert all(r["share_shed"] == 0.0 for r in doc["results"])  # rules never answer infeasible
 
 
+POISSON_20_SHORT = ["--poisson", "20", "--rates", "1", "--lengths", "fixed:100,5", "--max-num-seqs", "16"]
+POISSON_10_LONG = ["--poisson", "10", "--rates", "1", "--lengths", "fixed:1000,50", "--max-num-seqs", "16"]
+
+
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
@@ -194,8 +198,7 @@ def test_simulate_best_static_with_shedding(tmp_path: Path, profile_file: Path) 
             "decode batches up to 256 (max_num_seqs 256), but the profile's T_decode covers batches 1-32",
         ),
         (
-            ["--poisson", "20", "--rates", "1", "--lengths", "fixed:100,5", "--max-num-seqs", "16"]
-            + ["--max-num-batched-tokens", "1024"],
+            [*POISSON_20_SHORT, "--max-num-batched-tokens", "1024"],
             "prefill chunks beside decodes up to 1,023 tokens (max_num_batched_tokens 1,024), but the "
             "profile's T_interference covers chunks 64-512 tokens",
         ),
@@ -204,8 +207,7 @@ def test_simulate_best_static_with_shedding(tmp_path: Path, profile_file: Path) 
             "--kv-capacity-tokens: expected N, profile or none",
         ),
         (
-            ["--poisson", "10", "--rates", "1", "--lengths", "fixed:1000,50", "--max-num-seqs", "16"]
-            + ["--kv-capacity-tokens", "1000"],
+            [*POISSON_10_LONG, "--kv-capacity-tokens", "1000"],
             "a request's context of 1,049 tokens does not fit the 992 tokens (62 blocks of 16)",
         ),
     ],
