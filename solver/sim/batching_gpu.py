@@ -55,7 +55,7 @@ from heapq import heappop, heappush
 
 import numpy as np
 
-from solver.sim.kv_pool import KvPool, make_room
+from solver.sim.kv_pool import KvPool, head_blocks, make_room
 from solver.sim.latency import StepLatency
 
 # Runs shorter than this stay single steps (below it a run saves less than it costs); longer
@@ -233,8 +233,7 @@ class BatchingGpu:
         ends = self.run_ends
         if ends is not None:  # a run took its blocks up front: those of its steps not yet started
             started = min(bisect_right(ends, t), len(ends) - 1) + 1
-            free += kv.run_need(self.run_start, len(ends), self.step_batch)
-            free -= kv.run_need(self.run_start, started, self.step_batch)
+            free += kv.run_need(self.run_start + started, len(ends) - started, self.step_batch)
         return kv.blocks(self.prompt[rid]) <= free
 
     def finish_prefilled(self, rid: int) -> int:
@@ -283,8 +282,10 @@ class BatchingGpu:
         need = 0
         may_start = True  # whether prompts not yet started may start in this step
         if kv is not None:  # the step's blocks, preempting when they are not free
-            need, may_start = make_room(self)
-            b = self.num_decoding
+            need = kv.phase[(self.step_count + 1) % kv.block_size] - kv.credit
+            if need > kv.num_free or (queue and queue[0][1] and need + head_blocks(self, kv) > kv.num_free):
+                need, may_start = make_room(self)
+                b = self.num_decoding
         self.step_batch = b
         self.is_busy = True
         self.step_first = self.first_pending
@@ -441,9 +442,7 @@ class BatchingGpu:
         b = self.step_batch
         kv = self.kv
         if kv is not None:  # give back the blocks of the steps that will not run
-            kv.num_free += kv.run_need(self.run_start, len(ends), b) - kv.run_need(
-                self.run_start, in_flight + 1, b
-            )
+            kv.num_free += kv.run_need(self.run_start + in_flight + 1, len(ends) - in_flight - 1, b)
         offset = self.kv_offset_sum / b
         beyond = self._run_beyond(self.run_start + in_flight + 2, self.run_start + len(ends), offset, b)
         self.num_extrapolated_decode -= beyond

@@ -107,8 +107,14 @@ class KvPool:
         each request one per ``block_size`` steps, plus the partial cycle's residues."""
         size = self.block_size
         cycles, rest = divmod(steps, size)
+        if not rest:
+            return cycles * batch
         phase = self.phase
-        return cycles * batch + sum(phase[(s0 + k) % size] for k in range(1, rest + 1))
+        start = (s0 + 1) % size
+        end = start + rest
+        if end <= size:
+            return cycles * batch + sum(phase[start:end])
+        return cycles * batch + sum(phase[start:]) + sum(phase[: end - size])
 
     def run_fit(self, s0: int, steps: int, batch: int) -> int:
         """The most decode-only steps from ``s0+1``, at most ``steps``, whose blocks are free."""
@@ -128,7 +134,7 @@ class KvPool:
         return k
 
 
-def _head_need(gpu: BatchingGpu, kv: KvPool) -> int:
+def head_blocks(gpu: BatchingGpu, kv: KvPool) -> int:
     """Blocks the running prefill (the queue's head, when it has tokens done) needs this step."""
     queue = gpu.prefill_queue
     if not queue or not queue[0][1]:
@@ -142,16 +148,15 @@ def _head_need(gpu: BatchingGpu, kv: KvPool) -> int:
 
 
 def make_room(gpu: BatchingGpu) -> tuple[int, bool]:
-    """Before the next step of ``gpu``: preempt (recompute) the running requests admitted last
-    until the step's blocks are free. Returns the new blocks its decodes need and whether
-    prompts not yet started may start in it (not after a preemption, unless nothing else runs)."""
+    """Before the next step of ``gpu``, when its blocks are not free (``BatchingGpu.start``
+    checks that first): preempt (recompute) the running requests admitted last until they are.
+    Returns the new blocks its decodes need and whether prompts not yet started may start in
+    it (not after a preemption, unless nothing else runs)."""
     kv = gpu.kv
     if kv is None:
         raise RuntimeError("make_room needs a KV pool")  # a caller bug, never a user error
     step = gpu.step_count + 1
     need = kv.step_need(step)
-    if need + _head_need(gpu, kv) <= kv.num_free:
-        return need, True
     heap = gpu.finish_heap
     queue = gpu.prefill_queue
     by_rid = {entry[1]: entry for entry in heap}
@@ -160,7 +165,8 @@ def make_room(gpu: BatchingGpu) -> tuple[int, bool]:
         running.append(queue[0][0])
     admitted = kv.admitted
     running.sort(key=admitted.__getitem__)
-    while need + _head_need(gpu, kv) > kv.num_free and running:
+    preempted = False
+    while need + head_blocks(gpu, kv) > kv.num_free and running:
         rid = running.pop()
         entry = by_rid.get(rid)
         if entry is None:
@@ -171,8 +177,9 @@ def make_room(gpu: BatchingGpu) -> tuple[int, bool]:
             _preempt_decode(gpu, kv, entry, step)
         del admitted[rid]
         kv.num_preemptions += 1
+        preempted = True
         need = kv.step_need(step)
-    may_start = gpu.num_decoding == 0 and not (queue and queue[0][1])
+    may_start = not preempted or (gpu.num_decoding == 0 and not (queue and queue[0][1]))
     return need, may_start
 
 
