@@ -89,4 +89,4 @@ def linear_fleet(*args: Any, **kwargs: Any) -> FleetConfig:
     For tests whose log-normal workloads reach beyond the synthetic grids (prompts and contexts
     past 2,048 tokens): the synthetic tables are linear in each key, so extending their last
     segment is exact here, and those tests check scheduling, not the tables' range."""
-    return FleetConfig(*args, allow_extrapolation=True, **kwargs)
+    return FleetConfig(*args, **{**kwargs, "allow_extrapolation": True})

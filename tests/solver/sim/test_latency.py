@@ -185,7 +185,7 @@ def test_an_engine_step_reads_the_chunk_prefix_table(profile: ProfileResult) -> 
     gpu = BatchingGpu(0, lat, 512, [1000], [2], use_runs=False)
     gpu.add_prefill(0)
     first = gpu.start(0.0)
-    assert first == pytest.approx(P.prefill_formula_ms(512))
+    assert first is not None and first == pytest.approx(P.prefill_formula_ms(512))
     gpu.end_step()
     second = gpu.start(first)
     assert second is not None
