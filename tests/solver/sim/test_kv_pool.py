@@ -28,6 +28,7 @@ from solver.sim import (
 )
 from solver.sim.kv_pool import KvPool
 from solver.sim.latency import StepLatency
+from tests.solver.sim import profiles as P
 
 
 def together(prompts: list[int], outputs: list[int], gap_ms: float = 0.0) -> Workload:
@@ -255,3 +256,120 @@ def test_unlimited_capacity_is_bit_identical_to_the_simulator_before_it(
     rec = simulate(latency, wl, policy, dataclasses.replace(fleet, kv_capacity_tokens=capacity))
     assert fingerprint(rec) == BEFORE[name]
     assert rec.num_preemptions == 0
+
+
+# --- against a reference: every request's own state, stepped one by one -----------------------
+
+
+def reference_run(
+    latency: StepLatency, prompts: list[int], outputs: list[int], budget: int, capacity: int, size: int
+) -> tuple[list[float], list[float], int, int]:
+    """One GPU, every request arriving at 0 (the first alone in the first step, as the event
+    loop starts an idle GPU at once), scheduled by the rules of ``solver.sim.kv_pool`` with
+    explicit per-request tokens: no residue counters, heaps, offsets or runs. Returns first
+    token and finish times, preemptions and recomputed tokens."""
+
+    def blocks(tokens: int) -> int:
+        return -(-tokens // size)
+
+    n = len(prompts)
+    cached = [0] * n  # tokens whose KV is held
+    made = [0] * n  # tokens generated
+    first = [float("nan")] * n
+    finish = [float("nan")] * n
+    running: list[int] = []  # admission order: decoding, or the one prefill under way
+    waiting: list[int] = [0]
+    free = capacity // size
+    preemptions = recomputed = 0
+    t = 0.0
+    arrived = False
+    while running or waiting:
+        decoding = [r for r in running if made[r] > 0 and cached[r] == prompts[r] + made[r] - 1]
+        preempted = False
+        while True:
+            decodes = [r for r in running if r in decoding]
+            heads = [r for r in running if r not in decoding]
+            room = budget - len(decodes)
+            take_head = (
+                min(prompts[heads[0]] + made[heads[0]] - cached[heads[0]], room) if heads and room > 0 else 0
+            )
+            need = sum(blocks(cached[r] + 1) - blocks(cached[r]) for r in decodes)
+            if heads:
+                need += blocks(cached[heads[0]] + take_head) - blocks(cached[heads[0]])
+            if need <= free:
+                break
+            victim = running.pop()
+            free += blocks(cached[victim])
+            recomputed += cached[victim]
+            cached[victim] = 0
+            waiting.insert(0, victim)
+            preemptions += 1
+            preempted = True
+        free -= need
+        contexts = [cached[r] + 1 for r in decodes]
+        chunks: list[tuple[int, int, int]] = []  # (request, done before, tokens)
+        if heads and take_head:
+            chunks.append((heads[0], cached[heads[0]], take_head))
+        left = room - take_head
+        if not preempted or not running:
+            while waiting and left > 0:
+                r = waiting[0]
+                take = min(prompts[r] + made[r], left)
+                if blocks(take) > free:
+                    break
+                waiting.pop(0)
+                running.append(r)
+                free -= blocks(take)
+                chunks.append((r, 0, take))
+                left -= take
+        chunk = sum(c for _, _, c in chunks)
+        prefix = sum(latency.prefix_attention_ms(done, c) for _, done, c in chunks if done)
+        if decodes:
+            dur = latency.decode_ms(sum(contexts) / len(contexts), len(contexts))
+            if chunk:
+                dur += latency.interference_ms(chunk, len(contexts)) + prefix
+        else:
+            dur = latency.prefill_ms(chunk) + prefix
+        t += dur
+        for r in decodes:
+            cached[r] += 1
+            made[r] += 1
+        for r, _, c in chunks:
+            cached[r] += c
+            if cached[r] == prompts[r] + made[r]:  # its prefill (or re-prefill) ends: a token
+                made[r] += 1
+                if first[r] != first[r]:
+                    first[r] = t
+        for r in list(running):
+            if made[r] == outputs[r]:
+                finish[r] = t
+                free += blocks(cached[r])
+                running.remove(r)
+        if not arrived:
+            waiting.extend(range(1, n))
+            arrived = True
+    return first, finish, preemptions, recomputed
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(16, 700), st.integers(2, 60)), min_size=2, max_size=10),
+    st.integers(0, 4),
+)
+def test_the_kv_scheduler_equals_a_reference_stepped_request_by_request(
+    shapes: list[tuple[int, int]], slack_blocks: int
+) -> None:
+    latency = StepLatency(P.make_profile())
+    prompts, outputs = [p for p, _ in shapes], [o for _, o in shapes]
+    longest = max(p + o - 1 for p, o in shapes)
+    capacity = (-(-longest // 16) + slack_blocks * 8) * 16  # from just enough to a little more
+    wl = together(prompts, outputs)
+    fleet = FleetConfig(
+        num_prefill=0, num_decode=1, max_num_seqs=16, max_num_batched_tokens=256, kv_capacity_tokens=capacity
+    )
+    first, finish, preemptions, recomputed = reference_run(latency, prompts, outputs, 256, capacity, 16)
+    for rec in both(latency, fleet, AlwaysCollocated(), wl):
+        assert_conserved(rec)
+        assert (rec.num_preemptions, rec.num_recomputed_tokens) == (preemptions, recomputed)
+        assert rec.first_token_ms.tolist() == pytest.approx(first, rel=1e-9)
+        assert rec.finish_ms.tolist() == pytest.approx(finish, rel=1e-9)
