@@ -373,3 +373,37 @@ def test_the_kv_scheduler_equals_a_reference_stepped_request_by_request(
         assert (rec.num_preemptions, rec.num_recomputed_tokens) == (preemptions, recomputed)
         assert rec.first_token_ms.tolist() == pytest.approx(first, rel=1e-9)
         assert rec.finish_ms.tolist() == pytest.approx(finish, rel=1e-9)
+
+
+@pytest.mark.parametrize("first_token", ["decode-engine", "prefill-engine"])
+@pytest.mark.parametrize("capacity", [1500, 2100, 4000])
+@pytest.mark.parametrize(
+    "policy", [AlwaysDisaggregated(), PromptThreshold(700)], ids=["disaggregated", "threshold"]
+)
+def test_every_block_comes_back_when_the_run_ends(
+    latency: StepLatency, policy: Policy, capacity: int, first_token: str
+) -> None:
+    # Uniform prompt lengths include 16k + 1 tokens, whose first-step block is taken on admission.
+    wl = poisson_workload(400, 20.0, parse_length_spec("uniform:64-1400,2-60"), seed=3)
+    fleet = FleetConfig(
+        num_prefill=2,
+        num_decode=2,
+        max_num_seqs=16,
+        max_num_batched_tokens=256,
+        kv_capacity_tokens=capacity,
+        first_token=first_token,
+    )
+    preempted = 0
+    for use_runs in (False, True):
+        state = ClusterSimulation(fleet, latency, policy, use_runs=use_runs).prepare(wl, wl.output_len)
+        state.run()
+        rec = state.records(policy.name)
+        assert_conserved(rec)
+        preempted += rec.num_preemptions
+        for gpu in state.engines:
+            kv = gpu.kv
+            assert kv is not None
+            assert kv.num_free == kv.num_blocks and kv.credit == 0
+            assert not any(kv.phase) and not kv.admitted and not gpu.resumed
+    if capacity == 1500:
+        assert preempted > 0

@@ -282,3 +282,41 @@ def test_simulate_calibrate_adds_the_calibrated_policy_per_load(
     assert [p for p, _ in rows] == ["collocated", "queue-aware", "queue-aware+cal"] * 2
     cal = [r for r in doc["results"] if r["policy"] == "queue-aware+cal"]
     assert all(r["e2e_error"] is not None for r in cal)
+
+
+def test_kv_capacity_is_printed_and_recorded(
+    tmp_path: Path, profile_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "kv"
+    args = [
+        "simulate",
+        "--profile",
+        str(profile_file),
+        "--poisson",
+        "300",
+        "--lengths",
+        "uniform:64-1400,2-60",
+    ]
+    args += ["--rates", "20", "--policies", "collocated", "--prefill-gpus", "0", "--decode-gpus", "2"]
+    args += ["--max-num-seqs", "16", "--max-num-batched-tokens", "256", "--kv-capacity-tokens", "2,100"]
+    assert main([*args, "--no-plots", "-o", str(out)]) == 0
+    captured = capsys.readouterr()
+    assert "KV capacity: 2,100 tokens per engine GPU in blocks of 16" in captured.err
+    line = next(
+        s for s in captured.out.splitlines() if s.startswith("KV capacity 2,100 tokens per engine GPU: ")
+    )
+    doc = json.loads((out / "results.json").read_text())
+    row = doc["results"][0]
+    assert (
+        row["kv_capacity_tokens"] == 2100 and row["num_preemptions"] > 0 and row["num_recomputed_tokens"] > 0
+    )
+    assert f"{row['num_preemptions']:,} preemptions (recompute)" in line
+    assert (
+        doc["settings"]["fleet"]["kv_capacity_tokens"] == 2100
+        and doc["settings"]["fleet"]["block_size"] == 16
+    )
+    assert row["allow_extrapolation"] is False and row["num_extrapolated_passes"] == 0
+    assert line in (out / "results.md").read_text()
+    # none: no limit, no line
+    assert main([*args[:-1], "none", "--no-plots", "-o", str(tmp_path / "none")]) == 0
+    assert "KV capacity" not in capsys.readouterr().out
