@@ -44,7 +44,8 @@ fewer output tokens.
 
 Extrapolation counters (``num_extrapolated*``): the steps whose lookups went beyond each table's
 measured range (``solver.sim.latency``), counted as the step is composed; for a decode run the
-number of its steps beyond is found from the first one, in constant time.
+number of its steps beyond is found from the first one, in constant time. Only a run allowed
+to extrapolate compares (``counts_beyond``): any other was checked up front to stay inside.
 """
 
 from __future__ import annotations
@@ -75,6 +76,7 @@ class BatchingGpu:
 
     __slots__ = (
         "budget",
+        "counts_beyond",
         "finish_heap",
         "first_pending",
         "index",
@@ -120,6 +122,7 @@ class BatchingGpu:
         output: list[int],
         use_runs: bool = True,
         kv: KvPool | None = None,
+        counts_beyond: bool = True,
     ) -> None:
         self.index = index
         self.latency = latency
@@ -145,6 +148,9 @@ class BatchingGpu:
         self.num_extrapolated_interference = 0  # steps with an interference lookup beyond
         self.num_extrapolated_chunk_prefix = 0  # steps with a chunk-prefix lookup beyond
         self.num_extrapolated_steps = 0  # steps with any lookup beyond a table
+        # Whether steps are checked against the tables' ranges: a run refused beyond them (not
+        # allowed to extrapolate) has none to count, so it skips the comparisons.
+        self.counts_beyond = counts_beyond
         self.kv = kv  # the KV blocks (None: unlimited capacity)
         self.resumed: dict[int, int] = {}  # preempted request -> tokens it had generated
         self.num_assigned = 0  # requests routed here and not finished
@@ -352,21 +358,14 @@ class BatchingGpu:
             dur = lat.prefill_ms(chunk) + prefix_ms
             if chunk > reach:
                 reach = chunk
-        beyond = prefix_beyond
-        if prefix_beyond:
-            self.num_extrapolated_chunk_prefix += 1
-        if chunk and lat.is_extrapolated(reach):
-            self.num_extrapolated += 1
-            beyond = True
-        if b:
-            if lat.is_decode_extrapolated(context, b):
-                self.num_extrapolated_decode += 1
-                beyond = True
-            if chunk and lat.is_interference_extrapolated(chunk, b):
-                self.num_extrapolated_interference += 1
-                beyond = True
-        if beyond:
-            self.num_extrapolated_steps += 1
+        # Only a run allowed beyond the tables can go there (``solver.sim.extrapolation``).
+        if self.counts_beyond and (
+            prefix_beyond
+            or (chunk and reach > lat.max_prompt_len)
+            or (b and (context > lat.max_decode_kv or b > lat.max_decode_batch))
+            or (b and chunk and (chunk > lat.max_chunk or b > lat.max_interference_batch))
+        ):
+            self._count_beyond(prefix_beyond, reach, chunk, b, context)
         self.pending_prefill_tokens -= chunk
         if chunk:
             self.prefill_log.append((t, chunk))
@@ -393,16 +392,31 @@ class BatchingGpu:
         self.step_count = s + steps
         self.run_steps = steps
         self.run_ends = ends
-        beyond = self._run_beyond(s + 1, s + steps, offset, b)
-        self.num_extrapolated_decode += beyond
-        self.num_extrapolated_steps += beyond
+        lat = self.latency
+        if self.counts_beyond and (b > lat.max_decode_batch or offset + (s + steps) > lat.max_decode_kv):
+            beyond = self._run_beyond(s + 1, s + steps, offset, b)
+            self.num_extrapolated_decode += beyond
+            self.num_extrapolated_steps += beyond
         return ends[-1]
+
+    def _count_beyond(self, prefix_beyond: bool, reach: int, chunk: int, b: int, context: float) -> None:
+        """Count a step with a lookup beyond a table, per table (``solver.sim.latency``)."""
+        lat = self.latency
+        self.num_extrapolated_steps += 1
+        if prefix_beyond:
+            self.num_extrapolated_chunk_prefix += 1
+        if chunk and lat.is_extrapolated(reach):
+            self.num_extrapolated += 1
+        if b and lat.is_decode_extrapolated(context, b):
+            self.num_extrapolated_decode += 1
+        if b and chunk and lat.is_interference_extrapolated(chunk, b):
+            self.num_extrapolated_interference += 1
 
     def _run_beyond(self, first: int, last: int, offset: float, b: int) -> int:
         """Steps ``first..last`` of a decode run (context ``offset + step``) whose lookup lies
         beyond ``T_decode``: all of them above the measured batch, else those past its kv_len."""
         lat = self.latency
-        if last < first:
+        if last < first or (b <= lat.max_decode_batch and offset + last <= lat.max_decode_kv):
             return 0
         if b > lat.max_decode_batch:
             return last - first + 1
@@ -444,9 +458,13 @@ class BatchingGpu:
         if kv is not None:  # give back the blocks of the steps that will not run
             kv.num_free += kv.run_need(self.run_start + in_flight + 1, len(ends) - in_flight - 1, b)
         offset = self.kv_offset_sum / b
-        beyond = self._run_beyond(self.run_start + in_flight + 2, self.run_start + len(ends), offset, b)
-        self.num_extrapolated_decode -= beyond
-        self.num_extrapolated_steps -= beyond
+        last = self.run_start + len(ends)
+        if self.counts_beyond and (
+            b > self.latency.max_decode_batch or offset + last > self.latency.max_decode_kv
+        ):
+            beyond = self._run_beyond(self.run_start + in_flight + 2, last, offset, b)
+            self.num_extrapolated_decode -= beyond
+            self.num_extrapolated_steps -= beyond
         self.step_count = self.run_start + in_flight + 1
         self.run_steps = in_flight + 1
         self.run_ends = None

@@ -166,7 +166,14 @@ class RunState:
         self.kv_capacity_tokens = check_run(latency, self.prompt, self.output, fleet)
         self.engines = [
             BatchingGpu(
-                i, latency, fleet.max_num_batched_tokens, self.prompt, self.output, use_runs, self._kv_pool()
+                i,
+                latency,
+                fleet.max_num_batched_tokens,
+                self.prompt,
+                self.output,
+                use_runs,
+                self._kv_pool(),
+                counts_beyond=fleet.allow_extrapolation,
             )
             for i in range(fleet.num_engines)
         ]
@@ -293,15 +300,17 @@ class RunState:
             self._admit(colloc, rid, True, t)
 
     # --- engines ----------------------------------------------------------------------------
-    def _admit(self, gpu: BatchingGpu, rid: int, needs_prefill: bool, t: float) -> None:
-        if gpu.num_running >= self.fleet.max_num_seqs or (
-            gpu.kv is not None and (gpu.waiting or not (needs_prefill or gpu.can_take_remote(rid, t)))
+    def _admit(
+        self, gpu: BatchingGpu, rid: int, needs_prefill: bool, t: float, is_head: bool = False
+    ) -> None:
+        """Admit ``rid`` to ``gpu``, or queue it in the waiting line (``is_head``: it is the
+        line's head, already checked by ``_admit_waiting``)."""
+        if not is_head and (
+            gpu.num_running >= self.fleet.max_num_seqs
+            or (gpu.kv is not None and (gpu.waiting or not (needs_prefill or gpu.can_take_remote(rid, t))))
         ):  # no slot, or (KV capacity) someone waits ahead or its transferred KV has no blocks
             gpu.waiting.append((rid, needs_prefill))
             return
-        self._enter(gpu, rid, needs_prefill, t)
-
-    def _enter(self, gpu: BatchingGpu, rid: int, needs_prefill: bool, t: float) -> None:
         if gpu.run_ends is not None:
             self._push(gpu.cut_run(t), _STEP_END, gpu.index, gpu.version)
         if needs_prefill:
@@ -348,7 +357,7 @@ class RunState:
             if not (needs_prefill or gpu.can_take_remote(rid, t)):
                 break  # FCFS: the head waits for blocks, and everyone behind it
             waiting.popleft()
-            self._enter(gpu, rid, needs_prefill, t)
+            self._admit(gpu, rid, needs_prefill, t, is_head=True)
 
     def _finish(self, gpu: BatchingGpu, rid: int, t: float, tokens: int) -> None:
         self.finish[rid] = t
@@ -367,7 +376,7 @@ class RunState:
             prompt = self.prompt[rid]
             self.prefill_start[rid] = t
             self.num_prefill_forwards += 1
-            if lat.is_extrapolated(prompt):
+            if lat.is_extrapolated(prompt):  # only when allowed: the range check refuses it otherwise
                 self.num_extrapolated_forwards += 1
             self._push(t + lat.prefill_ms(prompt), _PREFILL_END, g, rid)
 

@@ -205,11 +205,8 @@ class StepLatency:
         self.max_interference_batch = r.interference_batch[1]
         self.max_prefix = cp_prefix[1] if cp_prefix is not None else None
         self.max_prefix_chunk = cp_chunk[1] if cp_chunk is not None else None
-
-    @property
-    def has_chunk_prefix(self) -> bool:
-        """Whether a continued chunk's prefix attention is read from ``T_chunk_prefix``."""
-        return self._chunk_prefix is not None
+        # Whether a continued chunk's prefix attention is read from ``T_chunk_prefix``.
+        self.has_chunk_prefix = self._chunk_prefix is not None
 
     def prefill_ms(self, prompt_len: float) -> float:
         """One prefill forward of ``prompt_len`` tokens on a GPU running nothing else (ms)."""

@@ -84,10 +84,13 @@ def test_a_run_beyond_a_table_is_refused_with_its_range_and_value(
 
 
 def test_below_the_grid_is_clamping_not_extrapolation(latency: StepLatency) -> None:
-    # 10-token prompts and contexts under the smallest kv_len: clamped lookups, never refused.
-    rec = simulate(latency, requests([10, 20], [30, 3]), AlwaysCollocated(), ONE_GPU)
+    # 10-token prompts and contexts under the smallest kv_len: clamped lookups, never refused,
+    # and not counted when counting is on (allowed runs count; refused ones have nothing to).
+    wl = requests([10, 20], [30, 3])
+    assert simulate(latency, wl, AlwaysCollocated(), ONE_GPU).allow_extrapolation is False
+    rec = simulate(latency, wl, AlwaysCollocated(), ONE_GPU, allow_extrapolation=True)
     assert rec.extrapolated == {"T_prefill": 0, "T_decode": 0, "T_interference": 0, "T_chunk_prefix": 0}
-    assert rec.num_extrapolated_steps == 0 and rec.allow_extrapolation is False
+    assert rec.num_extrapolated_steps == 0
 
 
 def test_an_allowed_run_counts_the_steps_beyond_each_table(latency: StepLatency) -> None:

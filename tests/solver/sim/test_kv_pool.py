@@ -26,6 +26,7 @@ from solver.sim import (
     poisson_workload,
     simulate,
 )
+from solver.sim.events import check_run
 from solver.sim.kv_pool import KvPool
 from solver.sim.latency import StepLatency
 from tests.solver.sim import profiles as P
@@ -170,11 +171,16 @@ def test_conservation_under_preemption_and_runs_match_single_steps(
     latency: StepLatency, policy: Policy, fleet: FleetConfig, capacity: int
 ) -> None:
     wl = poisson_workload(500, 14.0, parse_length_spec("uniform:64-2000,2-40"), seed=7)
-    runs = both(latency, dataclasses.replace(fleet, kv_capacity_tokens=capacity), policy, wl)
+    fleet = dataclasses.replace(fleet, kv_capacity_tokens=capacity)
+    check_run(latency, wl.prompt_len.tolist(), wl.output_len.tolist(), fleet)  # inside the ranges
+    # Allowed, so that every lookup is compared with the ranges: none goes beyond (re-prefills
+    # included), and the run is the same as one not allowed.
+    runs = both(latency, dataclasses.replace(fleet, allow_extrapolation=True), policy, wl)
     assert_same(*runs)
+    assert_same(runs[1], simulate(latency, wl, policy, fleet))
     for rec in runs:
         assert_conserved(rec)
-        assert sum(rec.extrapolated.values()) == 0  # re-prefills stay inside the checked ranges
+        assert sum(rec.extrapolated.values()) == 0 and rec.num_extrapolated_steps == 0
     if capacity == 2100:
         assert runs[1].num_preemptions > 0 and runs[1].num_recomputed_tokens > 0
 
