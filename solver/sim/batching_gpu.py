@@ -326,7 +326,8 @@ class BatchingGpu:
             if kv is not None:  # blocks for the tokens this chunk computes (kv_pool's rules)
                 if not done and not may_start:
                     break
-                grow = kv.blocks(done + take) - kv.blocks(done)
+                size = kv.block_size  # blocks(done + take) - blocks(done), inline
+                grow = (done + take + size - 1) // size - (done + size - 1) // size
                 if grow > kv.num_free:
                     break
                 kv.num_free -= grow
