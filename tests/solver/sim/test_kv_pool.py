@@ -268,7 +268,13 @@ def test_unlimited_capacity_is_bit_identical_to_the_simulator_before_it(
 
 
 def reference_run(
-    latency: StepLatency, prompts: list[int], outputs: list[int], budget: int, capacity: int, size: int
+    latency: StepLatency,
+    prompts: list[int],
+    outputs: list[int],
+    budget: int,
+    capacity: int,
+    size: int,
+    trace: list[tuple[int, list[tuple[int, int, int]], float, int]] | None = None,
 ) -> tuple[list[float], list[float], int, int]:
     """One GPU, every request arriving at 0 (the first alone in the first step, as the event
     loop starts an idle GPU at once), scheduled by the rules of ``solver.sim.kv_pool`` with
@@ -281,6 +287,7 @@ def reference_run(
     n = len(prompts)
     cached = [0] * n  # tokens whose KV is held
     made = [0] * n  # tokens generated
+    prefilling = [True] * n  # its prefill (or re-prefill after a preemption) not yet done
     first = [float("nan")] * n
     finish = [float("nan")] * n
     running: list[int] = []  # admission order: decoding, or the one prefill under way
@@ -290,7 +297,7 @@ def reference_run(
     t = 0.0
     arrived = False
     while running or waiting:
-        decoding = [r for r in running if made[r] > 0 and cached[r] == prompts[r] + made[r] - 1]
+        decoding = [r for r in running if not prefilling[r]]
         preempted = False
         while True:
             decodes = [r for r in running if r in decoding]
@@ -308,6 +315,7 @@ def reference_run(
             free += blocks(cached[victim])
             recomputed += cached[victim]
             cached[victim] = 0
+            prefilling[victim] = True
             waiting.insert(0, victim)
             preemptions += 1
             preempted = True
@@ -337,12 +345,15 @@ def reference_run(
         else:
             dur = latency.prefill_ms(chunk) + prefix
         t += dur
+        if trace is not None:
+            trace.append((len(decodes), chunks, dur, free))
         for r in decodes:
             cached[r] += 1
             made[r] += 1
         for r, _, c in chunks:
             cached[r] += c
             if cached[r] == prompts[r] + made[r]:  # its prefill (or re-prefill) ends: a token
+                prefilling[r] = False
                 made[r] += 1
                 if first[r] != first[r]:
                     first[r] = t
@@ -357,7 +368,7 @@ def reference_run(
     return first, finish, preemptions, recomputed
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(
     st.lists(st.tuples(st.integers(16, 700), st.integers(2, 60)), min_size=2, max_size=10),
     st.integers(0, 4),
