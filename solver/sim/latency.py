@@ -42,9 +42,11 @@ chunks: 25.8 ms against 22.7 ms).
 With a ``T_chunk_prefix`` table (``(prefix_len, chunk) -> ms`` of one pass of ``chunk`` new
 tokens over ``prefix_len`` cached tokens, alone on the GPU) the chunk pass is read from it
 instead: bilinear in (prefix_len, chunk) by the rules above, with the implicit row
-``prefix_len = 0 -> T_prefill[chunk]`` at each measured chunk, and ``prefix_attention_ms(p, c)
-= max(T_chunk_prefix(p, c) - T_chunk_prefix(0, c), 0)``. Without the table, the differencing
-rule above holds, bit for bit.
+``prefix_len = 0 -> T_prefill[chunk]`` at each measured chunk and the implicit column ``chunk =
+0 -> 0 ms`` (below the smallest measured chunk the prefix term shrinks in proportion, as
+interference does, instead of clamping), and ``prefix_attention_ms(p, c) = max(T_chunk_prefix(p,
+c) - T_chunk_prefix(0, c), 0)``. Without the table, the differencing rule above holds, bit for
+bit.
 
 Measured ranges and extrapolation (``ranges``, ``TableRanges``). Every table covers a box of its
 keys. Below the smallest grid point a lookup clamps to it (a forward's fixed cost: clamping is
@@ -187,6 +189,9 @@ class StepLatency:
             chunks = {c for _, c in table}
             # The implicit row: a chunk over no prefix is a prefill of the chunk alone.
             table.update({(0, c): self._prefill(c) for c in chunks if (0, c) not in table})
+            # The implicit column: no new tokens, no pass (so the prefix term of a chunk smaller
+            # than the smallest measured one is proportionally smaller, as interference's is).
+            table.update({(p, 0): 0.0 for p in {p for p, _ in table}})
             self._chunk_prefix = Grid2D(table, "T_chunk_prefix", zero_row=False)
             cp_prefix = _span(p for p, _ in table)
             cp_chunk = _span(chunks)

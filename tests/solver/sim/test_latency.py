@@ -163,6 +163,10 @@ def test_the_chunk_prefix_table_gives_the_prefix_attention(profile: ProfileResul
     for p, c in [(700, 300), (1500, 200), (256, 512), (100, 128)]:
         assert lat.prefix_attention_ms(p, c) == pytest.approx(1.5e-5 * p * c, rel=1e-9)
     assert lat.prefix_attention_ms(0, 256) == 0.0
+    # Below the smallest measured chunk (128) the term shrinks in proportion (an implicit
+    # chunk-0 column), rather than charging a 1-token tail the attention of 128 tokens.
+    assert lat.prefix_attention_ms(1024, 64) == pytest.approx(1.5e-5 * 1024 * 128 / 2, rel=1e-12)
+    assert lat.prefix_attention_ms(1024, 1) == pytest.approx(1.5e-5 * 1024 * 128 / 128, rel=1e-12)
     # The differencing rule would give 0 here (the synthetic T_prefill is linear): the table wins.
     plain = StepLatency(profile)
     assert plain.prefix_attention_ms(1024, 512) == pytest.approx(0.0, abs=1e-12)
