@@ -31,7 +31,7 @@ counting as admitted when its first chunk is scheduled or, arriving by transfer,
 the decode batch. Where the simulator departs from vLLM: a remote request's blocks are checked
 and taken when its transfer ends (vLLM: at the next schedule call, a step later at most), and a
 step left with no work by a preemption goes on to the waiting queue at once (vLLM runs it as an
-empty step first).
+empty step first). A preempted transferred request is recomputed on its decode GPU.
 
 Cost. Nothing scans the batch per step. A decoding request with context ``T_s = o + s`` in step
 ``s`` (``o = prompt - join step``, ``solver.sim.batching_gpu``) needs a new block in step ``s``
