@@ -56,6 +56,7 @@ from heapq import heappop, heappush
 
 import numpy as np
 
+from solver.sim.extrapolation import decode_steps_beyond
 from solver.sim.kv_pool import KvPool, head_blocks, make_room
 from solver.sim.latency import StepLatency
 
@@ -395,7 +396,7 @@ class BatchingGpu:
         self.run_ends = ends
         lat = self.latency
         if self.counts_beyond and (b > lat.max_decode_batch or offset + (s + steps) > lat.max_decode_kv):
-            beyond = self._run_beyond(s + 1, s + steps, offset, b)
+            beyond = decode_steps_beyond(self.latency, s + 1, s + steps, offset, b)
             self.num_extrapolated_decode += beyond
             self.num_extrapolated_steps += beyond
         return ends[-1]
@@ -412,26 +413,6 @@ class BatchingGpu:
             self.num_extrapolated_decode += 1
         if b and chunk and lat.is_interference_extrapolated(chunk, b):
             self.num_extrapolated_interference += 1
-
-    def _run_beyond(self, first: int, last: int, offset: float, b: int) -> int:
-        """Steps ``first..last`` of a decode run (context ``offset + step``) whose lookup lies
-        beyond ``T_decode``: all of them above the measured batch, else those past its kv_len."""
-        lat = self.latency
-        if last < first or (b <= lat.max_decode_batch and offset + last <= lat.max_decode_kv):
-            return 0
-        if b > lat.max_decode_batch:
-            return last - first + 1
-        limit = lat.max_decode_kv
-        if offset + last <= limit:
-            return 0
-        k = first  # the first step beyond, found with the comparison a single step makes
-        if offset + first <= limit:
-            k = max(first, int(limit - offset))
-            while offset + k <= limit:
-                k += 1
-            while k > first and offset + (k - 1) > limit:
-                k -= 1
-        return last - k + 1
 
     def _no_step(self, t: float) -> float | None:
         """Nothing can run (the queued prompt's blocks are not free): undo the step. Requests
@@ -463,7 +444,7 @@ class BatchingGpu:
         if self.counts_beyond and (
             b > self.latency.max_decode_batch or offset + last > self.latency.max_decode_kv
         ):
-            beyond = self._run_beyond(self.run_start + in_flight + 2, last, offset, b)
+            beyond = decode_steps_beyond(self.latency, self.run_start + in_flight + 2, last, offset, b)
             self.num_extrapolated_decode -= beyond
             self.num_extrapolated_steps -= beyond
         self.step_count = self.run_start + in_flight + 1

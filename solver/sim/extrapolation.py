@@ -121,6 +121,25 @@ def range_problems(
     return problems
 
 
+def decode_steps_beyond(latency: StepLatency, first: int, last: int, offset: float, batch: int) -> int:
+    """Steps ``first..last`` of a decode run (context ``offset + step`` in step ``step``) whose
+    ``T_decode`` lookup lies beyond its measured range: all of them above the measured batches,
+    else those past its kv_len, found with the comparison a single step makes."""
+    if last < first or (batch <= latency.max_decode_batch and offset + last <= latency.max_decode_kv):
+        return 0
+    if batch > latency.max_decode_batch:
+        return last - first + 1
+    limit = latency.max_decode_kv
+    k = first  # the first step beyond
+    if offset + first <= limit:
+        k = max(first, int(limit - offset))
+        while offset + k <= limit:
+            k += 1
+        while k > first and offset + (k - 1) > limit:
+            k -= 1
+    return last - k + 1
+
+
 def refusal(problems: Sequence[str]) -> str:
     """The one-line refusal: the first problem, how many more, and the flag."""
     more = f" (and {len(problems) - 1} more beyond the profile)" if len(problems) > 1 else ""

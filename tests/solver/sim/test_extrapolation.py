@@ -7,6 +7,8 @@ import dataclasses
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from solver.errors import InvalidSimConfig
 from solver.profile_result import ProfileResult
@@ -20,6 +22,7 @@ from solver.sim import (
     simulate,
     summarize,
 )
+from solver.sim.extrapolation import decode_steps_beyond
 from solver.sim.latency import StepLatency
 from solver.sim.report import format_extrapolation
 from tests.solver.sim import profiles as P
@@ -160,3 +163,19 @@ def test_with_kv_capacity_a_re_prefill_of_prompt_and_output_is_checked(profile: 
         "re-prefills after a preemption (context less one) up to 1,099 tokens, but the profile's "
         "T_prefill covers 64-1,024 tokens" + FLAG
     )
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.integers(0, 3000),
+    st.integers(0, 400),
+    st.floats(-500.0, 2500.0, allow_nan=False),
+    st.integers(1, 40),
+)
+def test_a_decode_runs_steps_beyond_equal_the_single_steps_count(
+    first: int, length: int, offset: float, batch: int
+) -> None:
+    latency = StepLatency(P.make_profile())
+    last = first + length - 1
+    by_hand = sum(latency.is_decode_extrapolated(offset + s, batch) for s in range(first, last + 1))
+    assert decode_steps_beyond(latency, first, last, offset, batch) == by_hand
