@@ -136,6 +136,7 @@ class Runs:
             0,
             max_num_batched_tokens=max(self.latency.max_chunk, 256),
             prefill_queue=args.prefill_queue,
+            allow_extrapolation=args.allow_extrapolation,
         )
         self.right = QueueAwareModel(params_for(args.fleet_profile, profile))
         wrong_path = Path(args.params)
@@ -196,6 +197,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--refresh-every", type=int, default=50, help="observations between model swaps")
     parser.add_argument("--json", type=Path)
+    parser.add_argument(
+        "--allow-extrapolation",
+        action="store_true",
+        help="run requests beyond the profile's measured ranges (tables extended linearly, counted)",
+    )
     args = parser.parse_args(argv)
     runs = Runs(args)
     rate = runs.auto_rate() if args.rate == "auto" else float(args.rate)

@@ -54,7 +54,7 @@ from pdroute_core.params import CostModelParams
 from pdroute_core.routing.design import AnalyticalCostModel
 from pdroute_core.routing.objective import LATENCY, OBJECTIVES, parse_objective
 from pdroute_core.routing.queue_aware import QueueAwareModel
-from solver.errors import InvalidTrace
+from solver.errors import InvalidSimConfig, InvalidTrace
 from solver.fit import fit_profile
 from solver.params import load_params
 from solver.profile_io import load_profile
@@ -160,7 +160,12 @@ class Bench:
         self.latency = StepLatency(self.profile)
         mixed, prefill, decode = FLEETS[topology]
         self.fleet = FleetConfig(
-            topology, prefill, decode, mixed, max_num_batched_tokens=max(self.latency.max_chunk, 256)
+            topology,
+            prefill,
+            decode,
+            mixed,
+            max_num_batched_tokens=max(self.latency.max_chunk, 256),
+            allow_extrapolation=args.allow_extrapolation,
         )
         params = params_for(profile_name, self.profile)
         self.model = AnalyticalCostModel(params)
@@ -349,6 +354,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--json", type=Path, help="write every figure to this file")
     parser.add_argument("--jobs", type=int, default=1, help="profile x topology blocks run in parallel")
+    parser.add_argument(
+        "--allow-extrapolation",
+        action="store_true",
+        help="run requests beyond the profile's measured ranges (tables extended linearly, counted)",
+    )
     args = parser.parse_args(argv)
 
     names = list(parse_policy_names(args.policies))
@@ -380,10 +390,13 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     blocks: list[dict[str, Any]] = []
     jobs = [(p, t, base, args, names, predictions) for p, t in pairs]
-    results = _results(jobs, args.jobs)
-    for lines, done in results:
-        print("\n".join(lines), flush=True)
-        blocks += done
+    try:
+        for lines, done in _results(jobs, args.jobs):
+            print("\n".join(lines), flush=True)
+            blocks += done
+    except InvalidSimConfig as exc:  # beyond the profile's ranges without --allow-extrapolation
+        print(f"bench_decisions: {exc}", file=sys.stderr)
+        return 2
     wall = time.perf_counter() - started
     print(f"total {wall:.1f} s wall")
     if args.json:

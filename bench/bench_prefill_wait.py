@@ -107,6 +107,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-requests", type=int, default=4000)
     parser.add_argument("--rates", default="120,150,181", help="requests/s, comma-separated")
     parser.add_argument("--json", type=Path)
+    parser.add_argument(
+        "--allow-extrapolation",
+        action="store_true",
+        help="run requests beyond the profile's measured ranges (tables extended linearly, counted)",
+    )
     args = parser.parse_args(argv)
     path = Path(args.fleet_profile)
     if not path.suffix:
@@ -133,6 +138,7 @@ def main(argv: list[str] | None = None) -> int:
                 0,
                 max_num_batched_tokens=max(latency.max_chunk, 256),
                 prefill_queue=queue,
+                allow_extrapolation=args.allow_extrapolation,
             )
             probe = WaitProbe(model, wl.num_requests)
             rec = ClusterSimulation(fleet, latency, probe, slo=SLO).run(wl, predicted)

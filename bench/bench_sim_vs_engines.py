@@ -80,6 +80,9 @@ def simulated(profile: Any, w: Workload, mode: str, budget: int) -> dict[str, fl
         max_num_batched_tokens=budget,
         max_num_seqs=min(256, budget),
         first_token="prefill-engine",
+        # A quick profile of the engines measures few batches: the simulated side may reach past
+        # them, extended linearly and counted (``extrapolated_steps``), never refused.
+        allow_extrapolation=True,
     )
     records = simulate(profile, w, make_policy(mode), fleet)
     tpot = records.tpot_ms

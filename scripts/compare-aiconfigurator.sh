@@ -7,7 +7,8 @@
 #   scripts/compare-aiconfigurator.sh --keep DIR        # keep aiconfigurator's saved results
 #
 # For every case it runs, and prints one table row from:
-#   pdroute plan --profile NAME --machines GPUS/TP --prompt-len ISL --output-len OSL --verify
+#   pdroute plan --profile NAME --machines GPUS/TP --prompt-len ISL --output-len OSL --verify \
+#       --allow-extrapolation   (the workloads reach past the profiles' 2,048-token grids)
 #   aiconfigurator cli default --model M --system S --backend vllm --backend-version 0.24.0 \
 #       --total-gpus GPUS --isl ISL --osl OSL --ttft 1000 --tpot 50 --save-dir DIR
 #   aiconfigurator cli exp --yaml-path DIR/same.yaml   (the same, with aiconfigurator held to
@@ -163,7 +164,7 @@ for pair in "${PAIRS[@]}"; do
     isl="${wl%/*}"
     osl="${wl#*/}"
     tag="$(basename "$model")_${system}_${isl}_${osl}"
-    plan="$("${pdroute[@]}" plan --profile "$profile" --machines "$machines" --prompt-len "$isl" --output-len "$osl" --verify 2>&1)" || {
+    plan="$("${pdroute[@]}" plan --profile "$profile" --machines "$machines" --prompt-len "$isl" --output-len "$osl" --verify --allow-extrapolation 2>&1)" || {
       echo "compare-aiconfigurator.sh: pdroute plan failed for $tag: $(printf '%s\n' "$plan" | tail -n 1)" >&2
       exit 1
     }

@@ -23,6 +23,7 @@ most likely at fault (see ``likely_cause``).
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 from dataclasses import dataclass
@@ -133,10 +134,13 @@ def verify_plan(
     num_requests: int = 4000,
     seed: int = 0,
     slo: SloLimits | None = None,
+    allow_extrapolation: bool = False,
 ) -> Verification:
-    """Simulate ``plan``'s recommendation on ``profile`` (see the module docstring)."""
+    """Simulate ``plan``'s recommendation on ``profile`` (see the module docstring).
+    ``allow_extrapolation``: simulate even beyond the profile's measured ranges (otherwise such
+    a plan is refused, ``solver.sim.extrapolation``)."""
     rec = recommend(plan)
-    fleet = _fleet(plan, rec)
+    fleet = dataclasses.replace(_fleet(plan, rec), allow_extrapolation=allow_extrapolation)
     policy = AlwaysCollocated() if rec.action == "co-located" else AlwaysDisaggregated()
     lengths = parse_length_spec(f"fixed:{plan.prompt_len},{plan.output_len}")
     limits = slo or SloLimits()

@@ -1,6 +1,8 @@
 """A discrete-event simulator of a P/D GPU fleet that scores routing policies.
 
-Step times come from a ``ProfileResult``'s measured tables (``latency``), requests from a trace
+Step times come from a ``ProfileResult``'s measured tables (``latency``; a run that would read
+them beyond their measured ranges is refused unless allowed, ``extrapolation``), each engine's
+KV cache in blocks with vLLM's preemption (``kv_pool``), requests from a trace
 or a generator (``workload``, ``trace``), decisions from small policy objects (``policies``)
 told a predicted output length (``prediction``), and the loop itself is in ``events``.
 Prefix reuse: a workload's block-hash chains (``block_hashes``), each GPU's cache

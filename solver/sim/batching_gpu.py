@@ -34,6 +34,18 @@ to one event per step.
 Gateway figures kept as counters (updated on routing, chunk scheduling and finishes, never by
 scanning): ``pending_prefill_tokens`` (prompt tokens routed here for local prefill and not yet
 carried by a started step) and, through ``kv_offset_sum``, ``context_tokens(t)``.
+
+KV capacity (``kv``, a ``solver.sim.kv_pool.KvPool``; None: unlimited, and every line of this
+module runs as it did before KV capacity): blocks are taken per step for the tokens it computes
+and freed when a request finishes or is preempted, by the rules and at the cost stated in
+``solver.sim.kv_pool``. A preempted request re-prefills its prompt plus the ``resumed[rid]``
+tokens it had generated; it then behaves as a request with that longer prompt and that many
+fewer output tokens.
+
+Extrapolation counters (``num_extrapolated*``): the steps whose lookups went beyond each table's
+measured range (``solver.sim.latency``), counted as the step is composed; for a decode run the
+number of its steps beyond is found from the first one, in constant time. Only a run allowed
+to extrapolate compares (``counts_beyond``): any other was checked up front to stay inside.
 """
 
 from __future__ import annotations
@@ -44,6 +56,8 @@ from heapq import heappop, heappush
 
 import numpy as np
 
+from solver.sim.extrapolation import decode_steps_beyond
+from solver.sim.kv_pool import KvPool, head_blocks, make_room
 from solver.sim.latency import StepLatency
 
 # Runs shorter than this stay single steps (below it a run saves less than it costs); longer
@@ -63,10 +77,12 @@ class BatchingGpu:
 
     __slots__ = (
         "budget",
+        "counts_beyond",
         "finish_heap",
         "first_pending",
         "index",
         "is_busy",
+        "kv",
         "kv_arrived",
         "kv_loading",
         "kv_offset_sum",
@@ -75,12 +91,17 @@ class BatchingGpu:
         "num_assigned",
         "num_decoding",
         "num_extrapolated",
+        "num_extrapolated_chunk_prefix",
+        "num_extrapolated_decode",
+        "num_extrapolated_interference",
+        "num_extrapolated_steps",
         "output",
         "pending_prefill_tokens",
         "prefill_log",
         "prefill_log_tokens",
         "prefill_queue",
         "prompt",
+        "resumed",
         "run_ends",
         "run_start",
         "run_steps",
@@ -101,6 +122,8 @@ class BatchingGpu:
         prompt: list[int],
         output: list[int],
         use_runs: bool = True,
+        kv: KvPool | None = None,
+        counts_beyond: bool = True,
     ) -> None:
         self.index = index
         self.latency = latency
@@ -122,6 +145,15 @@ class BatchingGpu:
         self.first_pending: list[int] = []
         self.step_first: list[int] = []
         self.num_extrapolated = 0  # steps with a prefill lookup beyond the measured prompt grid
+        self.num_extrapolated_decode = 0  # steps with a decode lookup beyond T_decode
+        self.num_extrapolated_interference = 0  # steps with an interference lookup beyond
+        self.num_extrapolated_chunk_prefix = 0  # steps with a chunk-prefix lookup beyond
+        self.num_extrapolated_steps = 0  # steps with any lookup beyond a table
+        # Whether steps are checked against the tables' ranges: a run refused beyond them (not
+        # allowed to extrapolate) has none to count, so it skips the comparisons.
+        self.counts_beyond = counts_beyond
+        self.kv = kv  # the KV blocks (None: unlimited capacity)
+        self.resumed: dict[int, int] = {}  # preempted request -> tokens it had generated
         self.num_assigned = 0  # requests routed here and not finished
         # Prompt tokens routed here for local prefill, not yet in a started step (the caller
         # adds a prompt when it routes it here; ``start`` takes each chunk off).
@@ -168,10 +200,26 @@ class BatchingGpu:
             self.prefill_log_tokens -= log.popleft()[1]
         return self.prefill_log_tokens * 1000.0 / window_ms
 
-    def add_prefill(self, rid: int, cached_tokens: int = 0) -> None:
+    def add_prefill(self, rid: int, cached_tokens: int = 0) -> int:
         """Queue request ``rid``'s prompt for chunked prefill here, from token ``cached_tokens``
-        (the prefix found in this GPU's prefix cache: its chunks attend over it, never compute it)."""
+        (the prefix found in this GPU's prefix cache: its chunks attend over it, never compute it).
+
+        With KV capacity, the cached prefix's blocks become the request's now, as vLLM takes the
+        cached blocks a request hits when it schedules it (a cached block no request holds counts
+        as free here, as in vLLM's free queue), and the request counts as running from here;
+        when they are not free the hit is given up and the whole prompt is computed. Returns
+        the cached tokens used."""
+        kv = self.kv
+        if kv is not None and cached_tokens:
+            need = kv.blocks(cached_tokens)
+            if need <= kv.num_free:
+                kv.num_free -= need
+                kv.admit(rid)
+            else:
+                self.pending_prefill_tokens += cached_tokens  # now computed here after all
+                cached_tokens = 0
         self.prefill_queue.append([rid, cached_tokens, self.prompt[rid]])
+        return cached_tokens
 
     def join_decode(self, rid: int, *, first_here: bool = False) -> None:
         """Request ``rid`` joins the batch from the next step started: its first token already
@@ -181,14 +229,52 @@ class BatchingGpu:
         ``j`` is the step whose end saw the request's first token: it then makes one token per
         step from ``j + 1`` and its context in step ``s`` is ``prompt_len + s - j``."""
         j = self.step_count + 1 if first_here else self.step_count
-        self.num_decoding += 1
-        self.kv_offset_sum += self.prompt[rid] - j
-        heappush(self.finish_heap, (j + self.output[rid] - 1, rid, j))
+        kv = self.kv
+        if kv is None:
+            self.num_decoding += 1
+            self.kv_offset_sum += self.prompt[rid] - j
+            heappush(self.finish_heap, (j + self.output[rid] - 1, rid, j))
+        else:  # a resumed request decodes as one whose prompt holds the tokens it had made
+            before = self.resumed.get(rid, 0)
+            length = self.prompt[rid] + before
+            self.num_decoding += 1
+            self.kv_offset_sum += length - j
+            heappush(self.finish_heap, (j + self.output[rid] - before - 1, rid, j))
+            kv.join(length - j)
+            if first_here:
+                kv.admit(rid)
+                if (length - 1) % kv.block_size == 0:
+                    kv.credit += 1  # its first step's block was taken at admission
         if first_here:
             self.first_pending.append(rid)
 
+    def can_take_remote(self, rid: int, t: float) -> bool:
+        """Whether blocks for request ``rid``'s whole transferred KV are free at ``t``."""
+        kv = self.kv
+        if kv is None:
+            return True
+        free = kv.num_free
+        ends = self.run_ends
+        if ends is not None:  # a run took its blocks up front: those of its steps not yet started
+            started = min(bisect_right(ends, t), len(ends) - 1) + 1
+            free += kv.run_need(self.run_start + started, len(ends) - started, self.step_batch)
+        return kv.blocks(self.prompt[rid]) <= free
+
+    def finish_prefilled(self, rid: int) -> int:
+        """Request ``rid`` ends with the prefill that just finished (its last token): free its
+        blocks; the tokens it had generated before that prefill (0 unless it was preempted)."""
+        before = self.resumed.pop(rid, 0)
+        kv = self.kv
+        if kv is not None:
+            kv.num_free += kv.blocks(self.prompt[rid] + before)
+            kv.admitted.pop(rid, None)
+        return before
+
     def add_remote(self, rid: int) -> None:
         """Request ``rid``'s KV has arrived: admitted at the next step boundary (now when idle)."""
+        kv = self.kv
+        if kv is not None:  # blocks for the whole transferred KV, checked by can_take_remote
+            kv.num_free -= kv.blocks(self.prompt[rid])
         if self.is_busy:
             self.kv_arrived.append(rid)
         else:
@@ -216,6 +302,14 @@ class BatchingGpu:
         queue = self.prefill_queue
         if b == 0 and not queue:
             return None
+        kv = self.kv
+        need = 0
+        may_start = True  # whether prompts not yet started may start in this step
+        if kv is not None:  # the step's blocks, preempting when they are not free
+            need = kv.phase[(self.step_count + 1) % kv.block_size] - kv.credit
+            if need > kv.num_free or (queue and queue[0][1] and need + head_blocks(self, kv) > kv.num_free):
+                need, may_start = make_room(self)
+                b = self.num_decoding
         self.step_batch = b
         self.is_busy = True
         self.step_first = self.first_pending
@@ -223,9 +317,21 @@ class BatchingGpu:
         if not queue and self.use_runs and not self.step_first and not self.kv_loading:
             steps = self.finish_heap[0][0] - self.step_count
             if steps >= MIN_RUN_STEPS:
-                return self._start_run(t, b, min(steps, MAX_RUN_STEPS))
+                steps = min(steps, MAX_RUN_STEPS)
+                if kv is not None:  # as many steps as the free blocks carry, taken up front
+                    steps = kv.run_fit(self.step_count, steps, b)
+                    if steps >= MIN_RUN_STEPS:
+                        kv.num_free -= kv.run_need(self.step_count, steps, b)
+                        return self._start_run(t, b, steps)
+                else:
+                    return self._start_run(t, b, steps)
         self.step_count += 1
+        if kv is not None:
+            kv.num_free -= need
+            kv.credit = 0
         lat = self.latency
+        has_table = lat.has_chunk_prefix
+        prefix_beyond = False
         budget = self.budget - b  # decode tokens first, the rest for prefill
         chunk = 0
         prefix_ms = 0.0
@@ -235,9 +341,22 @@ class BatchingGpu:
             entry = queue[0]
             rid, done, length = entry
             take = length - done if length - done < budget else budget
+            if kv is not None:  # blocks for the tokens this chunk computes (kv_pool's rules)
+                if not done and not may_start:
+                    break
+                size = kv.block_size  # blocks(done + take) - blocks(done), inline
+                grow = (done + take + size - 1) // size - (done + size - 1) // size
+                if grow > kv.num_free:
+                    break
+                kv.num_free -= grow
+                if not done:
+                    kv.admit(rid)
             if done:
                 prefix_ms += lat.prefix_attention_ms(done, take)
-                if done + take > reach:
+                if has_table:
+                    if lat.is_chunk_prefix_extrapolated(done, take):
+                        prefix_beyond = True
+                elif done + take > reach:
                     reach = done + take
             budget -= take
             chunk += take
@@ -246,16 +365,26 @@ class BatchingGpu:
                 done_now.append(rid)
             else:
                 entry[1] = done + take
+        if kv is not None and not b and not chunk:
+            return self._no_step(t)
+        context = 0.0
         if b:
-            dur = lat.decode_fn(b)(self.kv_offset_sum / b + self.step_count)
+            context = self.kv_offset_sum / b + self.step_count
+            dur = lat.decode_fn(b)(context)
             if chunk:
                 dur += lat.interference_ms(chunk, b) + prefix_ms
         else:
             dur = lat.prefill_ms(chunk) + prefix_ms
             if chunk > reach:
                 reach = chunk
-        if chunk and lat.is_extrapolated(reach):
-            self.num_extrapolated += 1
+        # Only a run allowed beyond the tables can go there (``solver.sim.extrapolation``).
+        if self.counts_beyond and (
+            prefix_beyond
+            or (chunk and reach > lat.max_prompt_len)
+            or (b and (context > lat.max_decode_kv or b > lat.max_decode_batch))
+            or (b and chunk and (chunk > lat.max_chunk or b > lat.max_interference_batch))
+        ):
+            self._count_beyond(prefix_beyond, reach, chunk, b, context)
         self.pending_prefill_tokens -= chunk
         if chunk:
             self.prefill_log.append((t, chunk))
@@ -282,7 +411,40 @@ class BatchingGpu:
         self.step_count = s + steps
         self.run_steps = steps
         self.run_ends = ends
+        lat = self.latency
+        if self.counts_beyond and (b > lat.max_decode_batch or offset + (s + steps) > lat.max_decode_kv):
+            beyond = decode_steps_beyond(self.latency, s + 1, s + steps, offset, b)
+            self.num_extrapolated_decode += beyond
+            self.num_extrapolated_steps += beyond
         return ends[-1]
+
+    def _count_beyond(self, prefix_beyond: bool, reach: int, chunk: int, b: int, context: float) -> None:
+        """Count a step with a lookup beyond a table, per table (``solver.sim.latency``)."""
+        lat = self.latency
+        self.num_extrapolated_steps += 1
+        if prefix_beyond:
+            self.num_extrapolated_chunk_prefix += 1
+        if chunk and lat.is_extrapolated(reach):
+            self.num_extrapolated += 1
+        if b and lat.is_decode_extrapolated(context, b):
+            self.num_extrapolated_decode += 1
+        if b and chunk and lat.is_interference_extrapolated(chunk, b):
+            self.num_extrapolated_interference += 1
+
+    def _no_step(self, t: float) -> float | None:
+        """Nothing can run (the queued prompt's blocks are not free): undo the step. Requests
+        whose KV is loading hold blocks and are seen at once (an idle engine polls the KV)."""
+        self.step_count -= 1
+        self.is_busy = False
+        self.step_batch = 0
+        self.first_pending = self.step_first + self.first_pending
+        self.step_first = []
+        if not self.kv_loading:
+            return None
+        loading, self.kv_loading = self.kv_loading, []
+        for rid in loading:
+            self.join_decode(rid, first_here=True)
+        return self.start(t)
 
     def cut_run(self, t: float) -> float:
         """End the run in flight after its step in flight at ``t``; the new end time."""
@@ -290,6 +452,18 @@ class BatchingGpu:
         if ends is None:
             raise RuntimeError("no run in flight")  # a caller bug, never a user error
         in_flight = min(bisect_right(ends, t), len(ends) - 1)
+        b = self.step_batch
+        kv = self.kv
+        if kv is not None:  # give back the blocks of the steps that will not run
+            kv.num_free += kv.run_need(self.run_start + in_flight + 1, len(ends) - in_flight - 1, b)
+        offset = self.kv_offset_sum / b
+        last = self.run_start + len(ends)
+        if self.counts_beyond and (
+            b > self.latency.max_decode_batch or offset + last > self.latency.max_decode_kv
+        ):
+            beyond = decode_steps_beyond(self.latency, self.run_start + in_flight + 2, last, offset, b)
+            self.num_extrapolated_decode -= beyond
+            self.num_extrapolated_steps -= beyond
         self.step_count = self.run_start + in_flight + 1
         self.run_steps = in_flight + 1
         self.run_ends = None
@@ -310,11 +484,25 @@ class BatchingGpu:
         self.run_ends = None
         finished: list[tuple[int, int]] = []
         heap = self.finish_heap
-        while heap and heap[0][0] <= s:
-            _, rid, joined = heappop(heap)
-            self.num_decoding -= 1
-            self.kv_offset_sum -= self.prompt[rid] - joined
-            finished.append((rid, 1 + s - joined))
+        kv = self.kv
+        if kv is None:
+            while heap and heap[0][0] <= s:
+                _, rid, joined = heappop(heap)
+                self.num_decoding -= 1
+                self.kv_offset_sum -= self.prompt[rid] - joined
+                finished.append((rid, 1 + s - joined))
+        else:  # the same, for resumed requests' longer prompts, and their blocks freed
+            resumed = self.resumed
+            while heap and heap[0][0] <= s:
+                last, rid, joined = heappop(heap)
+                before = resumed.pop(rid, 0)
+                offset = self.prompt[rid] + before - joined
+                self.num_decoding -= 1
+                self.kv_offset_sum -= offset
+                kv.leave(offset)
+                kv.num_free += kv.blocks(offset + last)
+                kv.admitted.pop(rid, None)
+                finished.append((rid, before + 1 + s - joined))
         prefilled = self.step_prefilled
         self.step_prefilled = []
         self.step_batch = 0

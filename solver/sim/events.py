@@ -39,11 +39,21 @@ it (``admission``). With ``shed=True`` the gateway drops the request when the an
 ``shed`` (an answer without ``admission``: when it is infeasible): it never enters the fleet,
 has no first token nor finish (NaN in the records) and counts as an SLO miss.
 
+KV capacity (``FleetConfig.kv_capacity_tokens``): each engine GPU's blocks are kept by
+``solver.sim.kv_pool`` (vLLM's v1 rules: per-step allocation, recompute preemption of the
+request admitted last, a transferred request admitted only when blocks for its whole KV are
+free, waiting FCFS). A preempted request's first token stays the one it had; the tokens it
+re-prefills count once more in ``num_recomputed_tokens``, never twice in the tokens generated.
+
+Before a run, ``solver.sim.extrapolation`` refuses a workload or fleet that would read a table
+beyond the profile's measured ranges, unless ``FleetConfig.allow_extrapolation``.
+
 Run with ``python -m bench.bench_sim`` to time 100,000 requests.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from heapq import heappop, heappush
 
 import numpy as np
@@ -52,7 +62,9 @@ from pdroute_core.routing.types import DISAGGREGATED
 from solver.errors import InvalidSimConfig
 from solver.sim.batching_gpu import PREFILL_RATE_WINDOW_MS, BatchingGpu
 from solver.sim.calibrating import LearningPolicy
+from solver.sim.extrapolation import range_problems, refusal
 from solver.sim.fleet import FleetConfig
+from solver.sim.kv_pool import KvPool
 from solver.sim.latency import StepLatency
 from solver.sim.policies import Policy, RouteView
 from solver.sim.prefill_pool import PrefillPool
@@ -62,6 +74,30 @@ from solver.sim.report import SloLimits
 from solver.sim.workload import Workload
 
 _STEP_END, _PREFILL_END, _TRANSFER_END, _ARRIVAL = 0, 1, 2, 3
+
+
+def check_run(
+    latency: StepLatency, prompt: Sequence[int], output: Sequence[int], fleet: FleetConfig
+) -> int | None:
+    """Refuse (``InvalidSimConfig``) a run beyond the profile's measured ranges unless the fleet
+    allows it, or with a request whose context no engine GPU's KV capacity holds; the KV
+    capacity in force (tokens per engine GPU, None: unlimited). Callers may check before a run
+    (the CLI does); every run checks again."""
+    capacity = fleet.kv_capacity_in_force(latency.kv_capacity_tokens)
+    if not fleet.allow_extrapolation:
+        problems = range_problems(latency, prompt, output, fleet, capacity)
+        if problems:
+            raise InvalidSimConfig(refusal(problems))
+    if capacity is not None and prompt:
+        longest = max(p + o - 1 for p, o in zip(prompt, output, strict=True))
+        usable = capacity // fleet.block_size * fleet.block_size
+        if longest > usable:
+            raise InvalidSimConfig(
+                f"kv_capacity_tokens: a request's context of {longest:,} tokens does not fit the {usable:,} "
+                f"tokens ({capacity // fleet.block_size:,} blocks of {fleet.block_size}) one engine GPU "
+                "holds; raise the capacity or shorten the requests"
+            )
+    return capacity
 
 
 class ClusterSimulation:
@@ -76,7 +112,6 @@ class ClusterSimulation:
         use_runs: bool = True,
         slo: SloLimits | None = None,
         shed: bool = False,
-        kv_capacity_tokens: int | None = None,
     ) -> None:
         self.fleet = fleet
         self.latency = latency
@@ -85,8 +120,6 @@ class ClusterSimulation:
         self.use_runs = use_runs
         self.slo = slo or SloLimits()  # shown to the policy in every view
         self.shed = shed  # drop the requests the policy answers infeasible
-        # The profile's KV capacity, for FleetConfig.prefix_cache_tokens == "profile".
-        self.kv_capacity_tokens = kv_capacity_tokens
 
     def run(self, workload: Workload, predicted_output_len: np.ndarray) -> SimRecords:
         """Simulate every request of ``workload`` to completion and return the records."""
@@ -152,8 +185,18 @@ class RunState:
         self.first_from_prefill = fleet.first_token == "prefill-engine"
         self.heap: list[tuple[float, int, int, int, int]] = []
         self.seq = 0
+        self.kv_capacity_tokens = check_run(latency, self.prompt, self.output, fleet)
         self.engines = [
-            BatchingGpu(i, latency, fleet.max_num_batched_tokens, self.prompt, self.output, use_runs)
+            BatchingGpu(
+                i,
+                latency,
+                fleet.max_num_batched_tokens,
+                self.prompt,
+                self.output,
+                use_runs,
+                self._kv_pool(),
+                counts_beyond=fleet.allow_extrapolation,
+            )
             for i in range(fleet.num_engines)
         ]
         if fleet.topology == "conditional":
@@ -164,7 +207,7 @@ class RunState:
             self.decode_pool = self.engines[fleet.num_mixed :]
         self.pool = PrefillPool(fleet.num_prefill, fleet.prefill_queue_discipline, self.prompt)
         self.ask_policy = fleet.can_collocate and fleet.can_disaggregate
-        capacity = fleet.prefix_cache_capacity(sim.kv_capacity_tokens)
+        capacity = fleet.prefix_cache_capacity(latency.kv_capacity_tokens)
         self.reuse: PrefixReuse | None = None
         if workload.blocks is not None and capacity is not None:
             num_engines = len(self.engines)
@@ -174,6 +217,10 @@ class RunState:
         self.skipped = [0] * n  # prompt tokens the prefill did not compute (a hit where it ran)
         # A policy that learns from finished requests (solver.sim.calibrating) is told ids and outcomes.
         self.learner = sim.policy if isinstance(sim.policy, LearningPolicy) else None
+
+    def _kv_pool(self) -> KvPool | None:
+        cap = self.kv_capacity_tokens
+        return None if cap is None else KvPool(cap, self.fleet.block_size)
 
     # --- the loop ---------------------------------------------------------------------------
     def run(self) -> None:
@@ -318,14 +365,21 @@ class RunState:
             self._admit(colloc, rid, True, t)
 
     # --- engines ----------------------------------------------------------------------------
-    def _admit(self, gpu: BatchingGpu, rid: int, needs_prefill: bool, t: float) -> None:
-        if gpu.num_running >= self.fleet.max_num_seqs:
+    def _admit(
+        self, gpu: BatchingGpu, rid: int, needs_prefill: bool, t: float, is_head: bool = False
+    ) -> None:
+        """Admit ``rid`` to ``gpu``, or queue it in the waiting line (``is_head``: it is the
+        line's head, already checked by ``_admit_waiting``)."""
+        if not is_head and (
+            gpu.num_running >= self.fleet.max_num_seqs
+            or (gpu.kv is not None and (gpu.waiting or not (needs_prefill or gpu.can_take_remote(rid, t))))
+        ):  # no slot, or (KV capacity) someone waits ahead or its transferred KV has no blocks
             gpu.waiting.append((rid, needs_prefill))
             return
         if gpu.run_ends is not None:
             self._push(gpu.cut_run(t), _STEP_END, gpu.index, gpu.version)
         if needs_prefill:
-            gpu.add_prefill(rid, self.skipped[rid])
+            self.skipped[rid] = gpu.add_prefill(rid, self.skipped[rid])
         else:
             gpu.add_remote(rid)
         if not gpu.is_busy:
@@ -347,13 +401,16 @@ class RunState:
             if reuse is not None:
                 reuse.finished_on_engine(gpu.index, rid)
             self._finish(gpu, rid, t, tokens)
+        first_token = self.first_token
+        resumed = gpu.resumed  # empty unless KV capacity preempted something
         for rid in prefilled:
-            self.first_token[rid] = t
+            if first_token[rid] != first_token[rid]:  # NaN: a re-prefill keeps the first token
+                first_token[rid] = t
             self.total_tokens += 1
             if reuse is not None:
                 reuse.prompt_on_engine(gpu.index, rid)
-            if self.output[rid] == 1:
-                self._finish(gpu, rid, t, 1)
+            if self.output[rid] - resumed.get(rid, 0) == 1:
+                self._finish(gpu, rid, t, gpu.finish_prefilled(rid) + 1)
             else:
                 gpu.join_decode(rid)
         # Still marked busy while the waiting line is admitted, so the next step is composed
@@ -366,8 +423,11 @@ class RunState:
     def _admit_waiting(self, gpu: BatchingGpu, t: float) -> None:
         waiting = gpu.waiting
         while waiting and gpu.num_running < self.fleet.max_num_seqs:
-            rid, needs_prefill = waiting.popleft()
-            self._admit(gpu, rid, needs_prefill, t)
+            rid, needs_prefill = waiting[0]
+            if not (needs_prefill or gpu.can_take_remote(rid, t)):
+                break  # FCFS: the head waits for blocks, and everyone behind it
+            waiting.popleft()
+            self._admit(gpu, rid, needs_prefill, t, is_head=True)
 
     def _finish(self, gpu: BatchingGpu, rid: int, t: float, tokens: int) -> None:
         self.finish[rid] = t
@@ -397,7 +457,7 @@ class RunState:
             prompt = self.prompt[rid]
             self.prefill_start[rid] = t
             self.num_prefill_forwards += 1
-            if lat.is_extrapolated(prompt):
+            if lat.is_extrapolated(prompt):  # only when allowed: the range check refuses it otherwise
                 self.num_extrapolated_forwards += 1
             hit = 0 if reuse is None else reuse.prefill_lookup(g, rid)
             if hit:  # one pass of the rest over the cached prefix
@@ -431,6 +491,8 @@ class RunState:
     # --- results ----------------------------------------------------------------------------
     def records(self, policy_name: str) -> SimRecords:
         f64, i64 = np.float64, np.int64
+        engines = self.engines
+        pools = [gpu.kv for gpu in engines if gpu.kv is not None]
         return SimRecords(
             policy=policy_name,
             arrival_ms=np.asarray(self.arrival_ms, dtype=f64),
@@ -454,7 +516,17 @@ class RunState:
             num_engine_steps=sum(gpu.step_count for gpu in self.engines),
             num_prefill_forwards=self.num_prefill_forwards,
             num_extrapolated_steps=self.num_extrapolated_forwards
-            + sum(gpu.num_extrapolated for gpu in self.engines),
+            + sum(gpu.num_extrapolated_steps for gpu in self.engines),
             cached_prompt_tokens=None if self.reuse is None else np.asarray(self.cached, dtype=i64),
             prefix_hit_tokens=None if self.reuse is None else np.asarray(self.skipped, dtype=i64),
+            extrapolated={
+                "T_prefill": self.num_extrapolated_forwards + sum(gpu.num_extrapolated for gpu in engines),
+                "T_decode": sum(gpu.num_extrapolated_decode for gpu in engines),
+                "T_interference": sum(gpu.num_extrapolated_interference for gpu in engines),
+                "T_chunk_prefix": sum(gpu.num_extrapolated_chunk_prefix for gpu in engines),
+            },
+            allow_extrapolation=self.fleet.allow_extrapolation,
+            kv_capacity_tokens=self.kv_capacity_tokens,
+            num_preemptions=sum(kv.num_preemptions for kv in pools),
+            num_recomputed_tokens=sum(kv.num_recomputed_tokens for kv in pools),
         )

@@ -37,6 +37,14 @@ prefill GPU caches KV blocks up to that many tokens when the workload carries bl
 ``"profile"`` (the default) takes the profile's ``kv_capacity_tokens`` (no caches when the
 profile does not give it), an integer >= 0 is the capacity itself, None turns them off. The
 decode GPU is chosen by ``decode_choice``: ``least-loaded`` (above) or ``prefix-affinity``.
+KV cache (``kv_capacity_tokens``, ``block_size``): each decode / mixed GPU holds that many KV
+tokens in blocks of ``block_size`` (vLLM's default 16), scheduled as ``solver.sim.kv_pool``
+says. ``"profile"`` (the default) takes the profile's ``kv_capacity_tokens`` and, when the
+profile has none, no limit; ``None`` is no limit (every admission fits, nothing is preempted:
+the simulator as it was before KV capacity, bit for bit).
+
+``allow_extrapolation``: run even when the workload or fleet would read a table beyond its
+measured range (``solver.sim.extrapolation``); otherwise such a run is refused up front.
 """
 
 from __future__ import annotations
@@ -49,7 +57,7 @@ TOPOLOGIES = ("conditional", "pools")
 PREFILL_QUEUES = ("shared", "round-robin", "least-loaded")
 DEFAULT_PREFILL_QUEUE = {"conditional": "round-robin", "pools": "least-loaded"}
 FIRST_TOKEN_SOURCES = ("decode-engine", "prefill-engine")
-PROFILE_CAPACITY = "profile"  # prefix_cache_tokens: the profile's kv_capacity_tokens
+PROFILE_CAPACITY = "profile"  # kv_capacity_tokens, prefix_cache_tokens: the profile's kv_capacity_tokens
 DECODE_CHOICES = ("least-loaded", "prefix-affinity")
 
 
@@ -69,6 +77,11 @@ class FleetConfig:
     # Prefix-cache capacity per GPU (tokens): "profile" (its kv_capacity_tokens), N, or None (off).
     prefix_cache_tokens: int | str | None = PROFILE_CAPACITY
     decode_choice: str = "least-loaded"  # least-loaded | prefix-affinity (solver.sim.prefix_reuse)
+    # KV tokens per engine GPU: an integer, "profile" (the profile's, unlimited when it has none)
+    # or None (unlimited).
+    kv_capacity_tokens: int | str | None = PROFILE_CAPACITY
+    block_size: int = 16  # KV tokens per block (vLLM's default)
+    allow_extrapolation: bool = False  # run beyond the profile's measured ranges (counted)
 
     def __post_init__(self) -> None:
         if self.topology not in TOPOLOGIES:
@@ -107,6 +120,24 @@ class FleetConfig:
             raise InvalidSimConfig(
                 f"decode_choice: unknown {self.decode_choice!r} (one of {', '.join(DECODE_CHOICES)})"
             )
+        cap = self.kv_capacity_tokens
+        if (
+            cap is not None
+            and cap != PROFILE_CAPACITY
+            and (isinstance(cap, bool) or not isinstance(cap, int) or cap < 1)
+        ):
+            raise InvalidSimConfig(
+                f"kv_capacity_tokens: expected an integer >= 1, {PROFILE_CAPACITY!r} or None, got {cap!r}"
+            )
+        bs = self.block_size
+        if isinstance(bs, bool) or not isinstance(bs, int) or bs < 1:
+            raise InvalidSimConfig(f"block_size: expected an integer >= 1, got {bs!r}")
+        if isinstance(cap, int) and cap < bs:
+            raise InvalidSimConfig(f"kv_capacity_tokens: {cap} holds no block of {bs} tokens")
+        if not isinstance(self.allow_extrapolation, bool):
+            raise InvalidSimConfig(
+                f"allow_extrapolation: expected true or false, got {self.allow_extrapolation!r}"
+            )
         if self.topology == "conditional":
             if self.num_decode < 1:
                 raise InvalidSimConfig("conditional topology needs at least one decode GPU")
@@ -144,6 +175,13 @@ class FleetConfig:
     @property
     def num_gpus(self) -> int:
         return self.num_prefill + self.num_engines
+
+    def kv_capacity_in_force(self, profile_capacity: int | None) -> int | None:
+        """The KV tokens per engine GPU this fleet runs with (None: unlimited)."""
+        cap = self.kv_capacity_tokens
+        if cap == PROFILE_CAPACITY:
+            return profile_capacity
+        return cap if isinstance(cap, int) else None
 
     def describe(self) -> str:
         if self.topology == "conditional":

@@ -39,14 +39,30 @@ is its excess over ``T_prefill(c)``. A prompt chunked on an idle GPU therefore c
 per chunk, more than one unchunked pass (on the default profile 1,024 tokens in two 512-token
 chunks: 25.8 ms against 22.7 ms).
 
-``max_prompt_len`` is the largest measured prompt length: a prefill lookup beyond it is a
-linear extrapolation, which the simulator counts (``is_extrapolated``).
+With a ``T_chunk_prefix`` table (``(prefix_len, chunk) -> ms`` of one pass of ``chunk`` new
+tokens over ``prefix_len`` cached tokens, alone on the GPU) the chunk pass is read from it
+instead: bilinear in (prefix_len, chunk) by the rules above, with the implicit row
+``prefix_len = 0 -> T_prefill[chunk]`` at each measured chunk and the implicit column ``chunk =
+0 -> 0 ms`` (below the smallest measured chunk the prefix term shrinks in proportion, as
+interference does, instead of clamping), and ``prefix_attention_ms(p, c) = max(T_chunk_prefix(p,
+c) - T_chunk_prefix(0, c), 0)``. Without the table, the differencing rule above holds, bit for
+bit.
+
+Measured ranges and extrapolation (``ranges``, ``TableRanges``). Every table covers a box of its
+keys. Below the smallest grid point a lookup clamps to it (a forward's fixed cost: clamping is
+not extrapolation; interference and chunk-prefix have their measured zero rows). Above the
+largest point a lookup extends the last segment linearly: an extrapolation. The simulator
+refuses a run that would make one (``solver.sim.extrapolation``) unless told
+``allow_extrapolation``, and counts every step that makes one, per table
+(``is_prefill_extrapolated``, ``is_decode_extrapolated``, ``is_interference_extrapolated``,
+``is_chunk_prefix_extrapolated``).
 """
 
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
@@ -131,6 +147,24 @@ class Grid2D:
         return self.at_column(col)(row)
 
 
+@dataclass(frozen=True)
+class TableRanges:
+    """The measured box of each table (inclusive ``(low, high)`` per key, tokens or sequences)."""
+
+    prefill_prompt: tuple[int, int]  # T_prefill: prompt_len
+    decode_kv: tuple[int, int]  # T_decode: kv_len
+    decode_batch: tuple[int, int]  # T_decode: batch
+    interference_chunk: tuple[int, int]  # T_interference: chunk
+    interference_batch: tuple[int, int]  # T_interference: decode_batch
+    chunk_prefix_prefix: tuple[int, int] | None  # T_chunk_prefix: prefix_len (None: no table)
+    chunk_prefix_chunk: tuple[int, int] | None  # T_chunk_prefix: chunk
+
+
+def _span(values: Iterable[int]) -> tuple[int, int]:
+    vs = sorted(values)
+    return vs[0], vs[-1]
+
+
 class StepLatency:
     """Step-time lookups for one profile (ms); see the module docstring for the rules."""
 
@@ -147,6 +181,37 @@ class StepLatency:
         self.max_chunk = max(c for c, _ in profile.T_interference)
         self.max_prompt_len = lens[-1]
         self.pass_fixed_ms = _pass_fixed_ms(lens, [profile.T_prefill[k] for k in lens], self.max_chunk)
+        self.kv_capacity_tokens = profile.kv_capacity_tokens  # the profile's, None when unknown
+        self._chunk_prefix: Grid2D | None = None
+        cp_prefix = cp_chunk = None
+        if profile.T_chunk_prefix:
+            table = dict(profile.T_chunk_prefix)
+            chunks = {c for _, c in table}
+            # The implicit row: a chunk over no prefix is a prefill of the chunk alone.
+            table.update({(0, c): self._prefill(c) for c in chunks if (0, c) not in table})
+            # The implicit column: no new tokens, no pass (so the prefix term of a chunk smaller
+            # than the smallest measured one is proportionally smaller, as interference's is).
+            table.update({(p, 0): 0.0 for p in {p for p, _ in table}})
+            self._chunk_prefix = Grid2D(table, "T_chunk_prefix", zero_row=False)
+            cp_prefix = _span(p for p, _ in table)
+            cp_chunk = _span(chunks)
+        self.ranges = TableRanges(
+            prefill_prompt=(lens[0], lens[-1]),
+            decode_kv=_span(k for k, _ in profile.T_decode),
+            decode_batch=_span(b for _, b in profile.T_decode),
+            interference_chunk=_span(c for c, _ in profile.T_interference),
+            interference_batch=_span(b for _, b in profile.T_interference),
+            chunk_prefix_prefix=cp_prefix,
+            chunk_prefix_chunk=cp_chunk,
+        )
+        r = self.ranges
+        self.max_decode_kv = r.decode_kv[1]
+        self.max_decode_batch = r.decode_batch[1]
+        self.max_interference_batch = r.interference_batch[1]
+        self.max_prefix = cp_prefix[1] if cp_prefix is not None else None
+        self.max_prefix_chunk = cp_chunk[1] if cp_chunk is not None else None
+        # Whether a continued chunk's prefix attention is read from ``T_chunk_prefix``.
+        self.has_chunk_prefix = self._chunk_prefix is not None
 
     def prefill_ms(self, prompt_len: float) -> float:
         """One prefill forward of ``prompt_len`` tokens on a GPU running nothing else (ms)."""
@@ -161,6 +226,11 @@ class StepLatency:
         """What attending over a ``done``-token prefix adds to a ``take``-token chunk (ms, >= 0)."""
         if done <= 0:
             return 0.0
+        table = self._chunk_prefix
+        if table is not None:  # measured: the pass over the prefix less the pass over none
+            fn = table.at_column(take)
+            measured = fn(done) - fn(0)
+            return measured if measured > 0.0 else 0.0
         prefill = self._prefill
         extra = prefill(done + take) - prefill(done) + self.pass_fixed_ms - prefill(take)
         return extra if extra > 0.0 else 0.0
@@ -168,6 +238,22 @@ class StepLatency:
     def is_extrapolated(self, prompt_tokens: int) -> bool:
         """Whether a prefill lookup at ``prompt_tokens`` lies beyond the measured grid."""
         return prompt_tokens > self.max_prompt_len
+
+    is_prefill_extrapolated = is_extrapolated
+
+    def is_decode_extrapolated(self, kv_len: float, batch: int) -> bool:
+        """Whether a decode lookup lies beyond the measured kv_len or batch."""
+        return kv_len > self.max_decode_kv or batch > self.max_decode_batch
+
+    def is_interference_extrapolated(self, chunk: int, decode_batch: int) -> bool:
+        """Whether an interference lookup lies beyond the measured chunk or decode batch."""
+        return chunk > self.max_chunk or decode_batch > self.max_interference_batch
+
+    def is_chunk_prefix_extrapolated(self, prefix_len: int, chunk: int) -> bool:
+        """Whether a chunk-prefix lookup lies beyond the measured table (False without one)."""
+        if self.max_prefix is None or self.max_prefix_chunk is None:
+            return False
+        return prefix_len > self.max_prefix or chunk > self.max_prefix_chunk
 
     def decode_ms(self, kv_len: float, batch: int) -> float:
         """One decode step of ``batch`` sequences whose mean context is ``kv_len`` tokens (ms)."""

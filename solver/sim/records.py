@@ -18,8 +18,8 @@ Times are milliseconds from the first arrival. Definitions used by every metric:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -99,14 +99,21 @@ class SimRecords:
     total_tokens_generated: int  # summed over engine steps (decodes per step) and prefills
     num_engine_steps: int  # engine steps run on decode / mixed GPUs
     num_prefill_forwards: int  # forwards run on prefill GPUs
-    # Engine steps and prefill-pool passes whose prefill lookup lies beyond the profile's measured
-    # prompt lengths (a linear extrapolation, which underestimates attention's growth).
+    # Engine steps and prefill-pool passes with a lookup beyond a table's measured range (a linear
+    # extrapolation: it underestimates attention's growth); per table in ``extrapolated``.
     num_extrapolated_steps: int
     # Prefix caches (None: the run had none). The decode target's hit at routing, as the view
     # reported it (tokens), and the prompt tokens the prefill skipped where it ran (a hit on the
     # collocation GPU, or on the prefill GPU of a disaggregated request).
     cached_prompt_tokens: IntArray | None = None
     prefix_hit_tokens: IntArray | None = None
+    # Per table (T_prefill, T_decode, T_interference, T_chunk_prefix): the steps or passes with a
+    # lookup beyond its range (0 everywhere unless the run was allowed to extrapolate).
+    extrapolated: Mapping[str, int] = field(default_factory=dict)
+    allow_extrapolation: bool = False  # whether the run was allowed beyond the measured ranges
+    kv_capacity_tokens: int | None = None  # KV tokens per engine GPU in force (None: unlimited)
+    num_preemptions: int = 0  # recompute preemptions on the engine GPUs (KV capacity)
+    num_recomputed_tokens: int = 0  # KV tokens the preemptions discarded, prefilled again
 
     @property
     def num_requests(self) -> int:

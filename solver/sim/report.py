@@ -19,13 +19,18 @@ Definitions (``SimRecords`` gives TTFT, end-to-end latency and TPOT per request)
   prefill skipped thanks to a cache hit / prompt tokens, over the served requests;
   ``prefix_hit_request_share`` = share of served requests with a hit where they prefilled;
 - ``num_passes``: forward passes run (engine steps and prefill-pool passes), of which
-  ``num_extrapolated_passes`` read a prefill time beyond the profile's measured prompt lengths.
+  ``num_extrapolated_passes`` read a table beyond the profile's measured range, per table in
+  ``extrapolated`` (only when the run was allowed to, ``allow_extrapolation``; otherwise it was
+  refused up front, ``solver.sim.extrapolation``);
+- ``num_preemptions`` / ``num_recomputed_tokens``: recompute preemptions on the engine GPUs
+  under a finite KV capacity (``kv_capacity_tokens``, None: unlimited) and the KV tokens they
+  discarded, prefilled again (``solver.sim.kv_pool``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
@@ -88,9 +93,14 @@ class PolicyMetrics:
     e2e_error: PredictionError | None
     setting: str | None = None  # the rule a hindsight-tuned entry chose at this load
     num_passes: int = 0  # engine steps plus prefill-pool passes
-    num_extrapolated_passes: int = 0  # of them, with a prefill lookup beyond the measured grid
     prefix_hit_token_share: float | None = None  # prompt tokens not prefilled (a cache hit) / all
     prefix_hit_request_share: float | None = None  # requests with a hit where they prefilled
+    num_extrapolated_passes: int = 0  # of them, with a lookup beyond a table's measured range
+    extrapolated: dict[str, int] = field(default_factory=dict)  # per table: passes beyond it
+    allow_extrapolation: bool = False  # whether the run was allowed beyond the measured ranges
+    kv_capacity_tokens: int | None = None  # KV tokens per engine GPU (None: unlimited)
+    num_preemptions: int = 0  # recompute preemptions (KV capacity)
+    num_recomputed_tokens: int = 0  # KV tokens the preemptions discarded, prefilled again
 
     @property
     def label(self) -> str:
@@ -135,6 +145,11 @@ def summarize(records: SimRecords, offered_rate: float, slo: SloLimits) -> Polic
         ttft_error=PredictionError.of(records.predicted_ttft_ms, ttft),
         num_passes=records.num_engine_steps + records.num_prefill_forwards,
         num_extrapolated_passes=records.num_extrapolated_steps,
+        extrapolated=dict(records.extrapolated),
+        allow_extrapolation=records.allow_extrapolation,
+        kv_capacity_tokens=records.kv_capacity_tokens,
+        num_preemptions=records.num_preemptions,
+        num_recomputed_tokens=records.num_recomputed_tokens,
         e2e_error=PredictionError.of(records.predicted_e2e_ms, e2e),
         prefix_hit_token_share=hit_tokens,
         prefix_hit_request_share=hit_requests,
@@ -230,14 +245,38 @@ def format_markdown(metrics: Sequence[PolicyMetrics]) -> str:
 
 
 def format_extrapolation(metrics: Sequence[PolicyMetrics]) -> str:
-    """One line: how many forward passes read prefill times beyond the measured grid."""
+    """One line: how many forward passes read a table beyond its measured range, per table."""
     total = sum(m.num_passes for m in metrics)
     beyond = sum(m.num_extrapolated_passes for m in metrics)
+    allowed = any(m.allow_extrapolation for m in metrics)
     if not beyond:
-        return f"extrapolated passes: none of {total:,} (every prefill lookup within the measured grid)"
+        within = "every lookup within the measured ranges"
+        return f"extrapolated passes: none of {total:,} ({within}{'; allowed' if allowed else ''})"
+    tables: dict[str, int] = {}
+    for m in metrics:
+        for name, count in m.extrapolated.items():
+            tables[name] = tables.get(name, 0) + count
+    per_table = ", ".join(f"{name} {count:,}" for name, count in tables.items() if count)
     worst = max(metrics, key=lambda m: m.num_extrapolated_passes / max(m.num_passes, 1))
     return (
-        f"extrapolated passes (prefill beyond the measured prompt grid): {beyond:,} of {total:,} "
-        f"({100.0 * beyond / total:.2f} %); most in {worst.label} at {worst.offered_rate:g}/s: "
-        f"{worst.num_extrapolated_passes:,} of {worst.num_passes:,}"
+        f"extrapolated passes (allowed; tables extended linearly beyond their measured ranges): "
+        f"{beyond:,} of {total:,} ({100.0 * beyond / total:.2f} %; {per_table}); most in {worst.label} "
+        f"at {worst.offered_rate:g}/s: {worst.num_extrapolated_passes:,} of {worst.num_passes:,}"
+    )
+
+
+def format_preemptions(metrics: Sequence[PolicyMetrics]) -> str | None:
+    """One line on the KV capacity in force and its preemptions (None: unlimited capacity)."""
+    capacities = {m.kv_capacity_tokens for m in metrics if m.kv_capacity_tokens is not None}
+    if not capacities:
+        return None
+    cap = ", ".join(f"{c:,}" for c in sorted(capacities))
+    count = sum(m.num_preemptions for m in metrics)
+    if not count:
+        return f"KV capacity {cap} tokens per engine GPU: no preemption"
+    worst = max(metrics, key=lambda m: m.num_preemptions)
+    tokens = sum(m.num_recomputed_tokens for m in metrics)
+    return (
+        f"KV capacity {cap} tokens per engine GPU: {count:,} preemptions (recompute), {tokens:,} tokens "
+        f"prefilled again; most in {worst.label} at {worst.offered_rate:g}/s: {worst.num_preemptions:,}"
     )

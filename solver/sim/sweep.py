@@ -21,6 +21,7 @@ as an earlier run is not simulated again (``solver.sim.hindsight.StaticRuns``).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -52,19 +53,24 @@ def simulate(
     prediction: OutputPrediction | None = None,
     slo: SloLimits | None = None,
     shed: bool = False,
+    allow_extrapolation: bool | None = None,
 ) -> SimRecords:
     """Run ``policy`` over ``workload`` on ``fleet``; step times from ``profile``'s tables.
 
     ``slo`` is shown to the policy in every view; ``shed`` drops the requests it answers
-    infeasible (``solver.sim.events``). Given a ``StepLatency``, the fleet's prefix-cache
-    capacity ``"profile"`` finds no profile capacity (no caches)."""
+    infeasible (``solver.sim.events``); ``allow_extrapolation`` (None: the fleet's setting) runs
+    beyond the profile's measured ranges instead of refusing (``solver.sim.extrapolation``)."""
     latency = profile if isinstance(profile, StepLatency) else StepLatency(profile)
-    kv_capacity = None if isinstance(profile, StepLatency) else profile.kv_capacity_tokens
     predicted = (prediction or OutputPrediction()).predict(workload)
-    sim = ClusterSimulation(
-        fleet or FleetConfig(), latency, policy, slo=slo, shed=shed, kv_capacity_tokens=kv_capacity
-    )
+    fleet = _with_extrapolation(fleet or FleetConfig(), allow_extrapolation)
+    sim = ClusterSimulation(fleet, latency, policy, slo=slo, shed=shed)
     return sim.run(workload, predicted)
+
+
+def _with_extrapolation(fleet: FleetConfig, allow_extrapolation: bool | None) -> FleetConfig:
+    if allow_extrapolation is None or allow_extrapolation == fleet.allow_extrapolation:
+        return fleet
+    return dataclasses.replace(fleet, allow_extrapolation=allow_extrapolation)
 
 
 SweepEntry = Policy | BestStatic
@@ -137,6 +143,7 @@ def run_sweep(
     prediction: OutputPrediction | None = None,
     slo: SloLimits | None = None,
     shed: bool = False,
+    allow_extrapolation: bool | None = None,
 ) -> SweepResult:
     """Simulate every policy on every workload (one per offered load) and summarise.
 
@@ -147,7 +154,7 @@ def run_sweep(
     """
     if not workloads or not policies:
         raise InvalidSimConfig("a sweep needs at least one workload and one policy")
-    fleet = fleet or FleetConfig()
+    fleet = _with_extrapolation(fleet or FleetConfig(), allow_extrapolation)
     prediction = prediction or OutputPrediction()
     slo = slo or SloLimits()
     latency = StepLatency(profile)
@@ -161,9 +168,7 @@ def run_sweep(
         def run(
             policy: Policy, workload: Workload = workload, predicted: np.ndarray = predicted
         ) -> SimRecords:
-            sim = ClusterSimulation(
-                fleet, latency, policy, slo=slo, shed=shed, kv_capacity_tokens=profile.kv_capacity_tokens
-            )
+            sim = ClusterSimulation(fleet, latency, policy, slo=slo, shed=shed)
             return sim.run(workload, predicted)
 
         def score(rec: SimRecords, rate: float = rate) -> PolicyMetrics:
@@ -196,6 +201,9 @@ def run_sweep(
             "first_token": fleet.first_token,
             "prefix_cache_tokens": fleet.prefix_cache_capacity(profile.kv_capacity_tokens),
             "decode_choice": fleet.decode_choice,
+            "kv_capacity_tokens": fleet.kv_capacity_in_force(profile.kv_capacity_tokens),
+            "block_size": fleet.block_size,
+            "allow_extrapolation": fleet.allow_extrapolation,
         },
         "prediction": prediction.label,
         "slo": {"ttft_ms": slo.ttft_ms, "tpot_ms": slo.tpot_ms},

@@ -18,7 +18,15 @@ from pdroute_core.calibration import Corrections
 def bench_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict[str, Any]]:
     tmp_path = tmp_path_factory.mktemp("cal")
     out = tmp_path / "cal.json"
-    args = ["--trace", str(tmp_path / "none.csv"), "--max-requests", "4000", "--rate", "auto"]
+    args = [
+        "--trace",
+        str(tmp_path / "none.csv"),
+        "--max-requests",
+        "4000",
+        "--rate",
+        "auto",
+        "--allow-extrapolation",
+    ]
     buffer = io.StringIO()
     with contextlib.redirect_stdout(buffer):
         assert main([*args, "--json", str(out)]) == 0

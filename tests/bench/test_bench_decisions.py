@@ -34,6 +34,7 @@ def test_bench_runs_on_a_poisson_load_when_the_trace_is_missing(
     profile = save_profile_json(make_profile(), tmp_path / "synthetic.json")
     out = tmp_path / "bench.json"
     args = ["--profile", str(profile), "--trace", str(tmp_path / "none.csv"), "--max-requests", "300"]
+    args += ["--allow-extrapolation"]
     args += ["--topology", "conditional,pools", "--predict", "exact,mean", "--json", str(out), "--jobs", "2"]
     assert main(args) == 0
     printed = capsys.readouterr()
@@ -73,7 +74,15 @@ def test_lengths_runs_a_poisson_load_of_those_lengths(
 ) -> None:
     profile = save_profile_json(make_profile(), tmp_path / "synthetic.json")
     out = tmp_path / "bench.json"
-    args = ["--profile", str(profile), "--lengths", "fixed:3000,20", "--max-requests", "200"]
+    args = [
+        "--profile",
+        str(profile),
+        "--lengths",
+        "fixed:3000,20",
+        "--max-requests",
+        "200",
+        "--allow-extrapolation",
+    ]
     assert main([*args, "--loads", "2", "--json", str(out)]) == 0
     assert "lengths fixed:3000,20" in capsys.readouterr().err
     doc = json.loads(out.read_text())
@@ -82,6 +91,17 @@ def test_lengths_runs_a_poisson_load_of_those_lengths(
     loads = doc["blocks"][0]["loads"]
     rows = {p["policy"]: p for p in loads[0]["policies"]}
     assert rows["threshold"]["goodput_rps"] == rows["disaggregated"]["goodput_rps"]
+
+
+def test_prompts_beyond_the_profile_are_refused_without_the_flag(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    profile = save_profile_json(make_profile(), tmp_path / "synthetic.json")
+    args = ["--profile", str(profile), "--lengths", "fixed:3000,20", "--max-requests", "50", "--loads", "2"]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "prompts up to 3,000 tokens, but the profile's T_prefill covers 64-2,048 tokens" in err
+    assert "--allow-extrapolation" in err
 
 
 def test_a_bad_length_spec_is_one_clear_error(capsys: pytest.CaptureFixture[str]) -> None:
@@ -97,6 +117,7 @@ def test_a_learning_candidate_starts_fresh_in_every_run(
     profile = save_profile_json(make_profile(), tmp_path / "synthetic.json")
     out = tmp_path / "bench.json"
     args = ["--profile", str(profile), "--lengths", "lognormal:1500,150", "--max-requests", "300"]
+    args += ["--allow-extrapolation"]
     args += ["--predict", "exact,mean", "--loads", "2", "--json", str(out)]
     args += ["--policies", "queue-aware,queue-aware+len", "--candidate", "queue-aware+len"]
     assert main(args) == 0
@@ -115,7 +136,9 @@ def test_a_learning_candidate_starts_fresh_in_every_run(
         str(profile),
         "conditional",
         base,
-        argparse.Namespace(ttft_slo_ms=1000.0, tpot_slo_ms=50.0, shed=False, objective="latency"),
+        argparse.Namespace(
+            ttft_slo_ms=1000.0, tpot_slo_ms=50.0, shed=False, objective="latency", allow_extrapolation=True
+        ),
     )
     rate, prediction = mean["loads"][0]["rate"], OutputPrediction("mean")
 

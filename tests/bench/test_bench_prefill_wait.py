@@ -31,7 +31,15 @@ def test_wait_figures_compare_the_requests_that_waited_on_the_pool() -> None:
 
 def test_round_robin_placement_spreads_the_wait_the_pool_inputs_predict(tmp_path: Path) -> None:
     out = tmp_path / "wait.json"
-    args = ["--trace", str(tmp_path / "none.csv"), "--max-requests", "4000", "--rates", "175,181.02"]
+    args = [
+        "--trace",
+        str(tmp_path / "none.csv"),
+        "--max-requests",
+        "4000",
+        "--rates",
+        "175,181.02",
+        "--allow-extrapolation",
+    ]
     with contextlib.redirect_stdout(io.StringIO()):
         assert main([*args, "--json", str(out)]) == 0
     rows = json.loads(out.read_text())["runs"]

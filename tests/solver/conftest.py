@@ -6,7 +6,6 @@ import pytest
 
 from solver.sim import (
     AlwaysCollocated,
-    FleetConfig,
     OutputPrediction,
     PromptThreshold,
     SweepResult,
@@ -14,7 +13,7 @@ from solver.sim import (
     poisson_workload,
     run_sweep,
 )
-from tests.solver.sim.profiles import make_profile
+from tests.solver.sim.profiles import linear_fleet, make_profile
 
 
 @pytest.fixture(scope="session")
@@ -25,6 +24,6 @@ def sweep() -> SweepResult:
         make_profile(),
         [base.at_rate(r) for r in (2.0, 8.0, 20.0)],
         [AlwaysCollocated(), PromptThreshold(700)],
-        FleetConfig(num_prefill=1, num_decode=2),
+        linear_fleet(num_prefill=1, num_decode=2),
         OutputPrediction("mean"),
     )

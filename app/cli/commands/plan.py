@@ -74,6 +74,12 @@ def register(sub: Any) -> None:
         action="store_true",
         help="with --profile: simulate the recommended fleet at the plan's rate and at 1.5x it",
     )
+    p.add_argument(
+        "--allow-extrapolation",
+        action="store_true",
+        help="with --verify: simulate even when the requests reach beyond the profile's measured "
+        "ranges (the tables extended linearly; otherwise refused)",
+    )
     p.set_defaults(func=run_plan)
     g: argparse.ArgumentParser = sub.add_parser(
         "plan-grid", help="planner heatmaps over prompt x output lengths", description="S_p/S_d heatmaps."
@@ -218,7 +224,11 @@ def run_plan(args: argparse.Namespace) -> int:
         raise UsageError("--verify: needs --profile (the simulator runs on the profile's step times)")
     curves, model = _model(args)
     plan = solve_plan(model, args.machines, args.prompt_len, args.output_len)
-    verification = verify_plan(plan, resolve_profile(args.profile)) if args.verify else None
+    verification = (
+        verify_plan(plan, resolve_profile(args.profile), allow_extrapolation=args.allow_extrapolation)
+        if args.verify
+        else None
+    )
     if args.json:
         answer = plan_to_dict(plan, all_candidates=args.all_candidates)
         if args.profile is not None:

@@ -11,6 +11,12 @@ Example::
 Without ``--profile`` the step times come from the embedded default profile (the one the
 embedded params are fitted from), as ``pdroute serve`` decides on the embedded params.
 
+A workload or fleet that would read the profile's tables beyond their measured ranges is
+refused with a one-line error naming the range and the value (``solver.sim.extrapolation``);
+``--allow-extrapolation`` runs it anyway, extending the tables linearly, and counts the passes
+that did per table. ``--kv-capacity-tokens`` bounds each engine GPU's KV cache (vLLM's block
+allocation and recompute preemption, ``solver.sim.kv_pool``).
+
 Writes ``results.json`` (settings and every metric), ``results.md`` (the table in Markdown),
 ``latency_vs_load.png`` and ``e2e_cdf.png`` into the output folder and prints the table.
 """
@@ -166,6 +172,20 @@ def register(sub: Any) -> None:
         help="where a disaggregated request's first token is read (default %(default)s; "
         "prefill-engine: a proxy streaming the prefill engine's token)",
     )
+    fleet.add_argument(
+        "--kv-capacity-tokens",
+        default="profile",
+        metavar="N|profile|none",
+        help="KV-cache tokens per engine GPU: N, profile (the profile's kv_capacity_tokens, no limit "
+        "when it has none; the default) or none (no limit)",
+    )
+    fleet.add_argument("--block-size", type=int, default=16, help="KV tokens per block (vLLM's default 16)")
+    fleet.add_argument(
+        "--allow-extrapolation",
+        action="store_true",
+        help="run even when requests or the fleet reach beyond the profile's measured ranges "
+        "(the tables extended linearly; the passes that did are counted per table)",
+    )
     out = p.add_argument_group("metrics and output")
     out.add_argument("--ttft-slo-ms", type=float, default=1000.0, help="goodput TTFT limit")
     out.add_argument("--tpot-slo-ms", type=float, default=50.0, help="goodput TPOT limit")
@@ -199,6 +219,20 @@ def _cache_tokens(text: str) -> int | str | None:
     return tokens
 
 
+def _kv_capacity(text: str) -> int | str | None:
+    if text == "profile":
+        return "profile"
+    if text == "none":
+        return None
+    try:
+        value = int(text.replace(",", "").replace("_", ""))
+    except ValueError:
+        raise UsageError(f"--kv-capacity-tokens: expected N, profile or none, got {text!r}") from None
+    if value < 1:
+        raise UsageError(f"--kv-capacity-tokens: expected a number of tokens >= 1, got {text!r}")
+    return value
+
+
 def run(args: argparse.Namespace) -> int:
     from pdroute_core.routing.design import AnalyticalCostModel
     from pdroute_core.routing.queue_aware import QueueAwareModel
@@ -219,8 +253,9 @@ def run(args: argparse.Namespace) -> int:
         read_trace,
         run_sweep,
     )
+    from solver.sim.events import check_run
     from solver.sim.latency import StepLatency
-    from solver.sim.report import format_extrapolation
+    from solver.sim.report import format_extrapolation, format_preemptions
 
     if args.cdf_rate is not None and not (math.isfinite(args.cdf_rate) and args.cdf_rate > 0):
         raise UsageError(f"--cdf-rate: expected a load > 0 requests/s, got {args.cdf_rate!r}")
@@ -285,7 +320,13 @@ def run(args: argparse.Namespace) -> int:
         first_token=args.first_token,
         prefix_cache_tokens=cache_tokens,
         decode_choice=args.decode_choice,
+        kv_capacity_tokens=_kv_capacity(args.kv_capacity_tokens),
+        block_size=args.block_size,
+        allow_extrapolation=args.allow_extrapolation,
     )
+    kv_capacity = fleet.kv_capacity_in_force(profile.kv_capacity_tokens)
+    if kv_capacity is not None:
+        notes.append(f"KV capacity: {kv_capacity:,} tokens per engine GPU in blocks of {fleet.block_size}")
     if args.sessions is not None:
         from solver.sim.sessions import parse_session_spec, session_workload
 
@@ -355,6 +396,8 @@ def run(args: argparse.Namespace) -> int:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UsageError(f"-o {out}: cannot create the output folder ({exc.strerror})") from None
+    for workload in workloads:  # refused here, before any output, when beyond the profile
+        check_run(StepLatency(profile), workload.prompt_len.tolist(), workload.output_len.tolist(), fleet)
     print(
         f"simulating {len(policies)} policies x {len(workloads)} loads, {base.num_requests} requests "
         f"from {base.source}; {fleet.describe()}; {fleet.describe_engines()}",
@@ -368,6 +411,9 @@ def run(args: argparse.Namespace) -> int:
     table = format_table(result.metrics)
     print(table)
     print(format_extrapolation(result.metrics))
+    preemptions = format_preemptions(result.metrics)
+    if preemptions is not None:
+        print(preemptions)
     print(
         f"({len(result.metrics)} rows, {result.settings['num_runs_simulated']} runs in {elapsed:.1f} s; "
         "latencies in ms, rates in requests/s)"
@@ -381,7 +427,11 @@ def run(args: argparse.Namespace) -> int:
     document = {**result.to_json_dict(), "arguments": arguments, "wall_s": elapsed}
     (out / "results.json").write_text(json.dumps(document, indent=2, allow_nan=False) + "\n")
     (out / "results.md").write_text(
-        format_markdown(result.metrics) + "\n\n" + format_extrapolation(result.metrics) + "\n"
+        format_markdown(result.metrics)
+        + "\n\n"
+        + format_extrapolation(result.metrics)
+        + ("" if preemptions is None else "\n" + preemptions)
+        + "\n"
     )
     written = [out / "results.json", out / "results.md"]
     if not args.no_plots:

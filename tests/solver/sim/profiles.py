@@ -11,6 +11,7 @@ import dataclasses
 from typing import Any
 
 from solver.profile_result import ProfileResult
+from solver.sim.fleet import FleetConfig
 
 PREFILL_BASE_MS = 4.0  # fixed cost of one prefill forward
 PREFILL_MS_PER_TOKEN = 0.05
@@ -80,3 +81,12 @@ def make_convex_profile() -> ProfileResult:
         T_mixed={key: baseline[key] + interference[key] for key in baseline},
         T_baseline=baseline,
     )
+
+
+def linear_fleet(*args: Any, **kwargs: Any) -> FleetConfig:
+    """A ``FleetConfig`` allowed to extrapolate the tables (``solver.sim.extrapolation``).
+
+    For tests whose log-normal workloads reach beyond the synthetic grids (prompts and contexts
+    past 2,048 tokens): the synthetic tables are linear in each key, so extending their last
+    segment is exact here, and those tests check scheduling, not the tables' range."""
+    return FleetConfig(*args, **{**kwargs, "allow_extrapolation": True})

@@ -12,10 +12,11 @@ from pdroute_core.params import params_from_dict
 from pdroute_core.routing.queue_aware import QueueAwareModel
 from solver.errors import InvalidSimConfig
 from solver.fit_queue import fit_queue_aware
-from solver.sim import FleetConfig, ModelPolicy, parse_length_spec, poisson_workload, simulate
+from solver.sim import ModelPolicy, parse_length_spec, poisson_workload, simulate
 from solver.sim.accuracy import PredictionError
 from solver.sim.calibrating import CalibratingPolicy
 from tests.factories import TEST_PARAMS
+from tests.solver.sim.profiles import linear_fleet
 from tests.solver.synthetic_profiles import synthetic_profile
 
 
@@ -48,7 +49,7 @@ class Recording(CalibratingPolicy):
 def test_learns_a_wrong_decode_step_and_predicts_better() -> None:
     right, wrong = _models()
     wl = poisson_workload(3000, 6.0, parse_length_spec("lognormal:900,150"), seed=5)
-    fleet = FleetConfig("conditional", 1, 3, max_num_batched_tokens=512)
+    fleet = linear_fleet("conditional", 1, 3, max_num_batched_tokens=512)
     policy = Recording(wrong)
     rec = simulate(synthetic_profile(), wl, policy, fleet)
     baseline = simulate(synthetic_profile(), wl, ModelPolicy(wrong, "wrong"), fleet)

@@ -27,9 +27,10 @@ from solver.sim import (
 )
 from solver.sim.latency import StepLatency
 from tests.solver.sim import profiles as P
+from tests.solver.sim.profiles import linear_fleet
 
-ONE_GPU = FleetConfig(num_prefill=0, num_decode=1, max_num_batched_tokens=512)
-ONE_PAIR = FleetConfig(num_prefill=1, num_decode=1, max_num_batched_tokens=512)
+ONE_GPU = linear_fleet(num_prefill=0, num_decode=1, max_num_batched_tokens=512)
+ONE_PAIR = linear_fleet(num_prefill=1, num_decode=1, max_num_batched_tokens=512)
 
 
 def one_request(prompt_len: int, output_len: int) -> Workload:
@@ -120,7 +121,7 @@ def test_a_prefill_arriving_during_decodes_runs_as_a_mixed_step(latency: StepLat
 def test_transfers_into_one_decode_gpu_queue_behind_each_other(
     profile: ProfileResult, latency: StepLatency
 ) -> None:
-    fleet = FleetConfig(num_prefill=2, num_decode=1)
+    fleet = linear_fleet(num_prefill=2, num_decode=1)
     wl = Workload(np.zeros(2), np.array([1024, 1024]), np.array([1, 1]))
     rec = simulate(latency, wl, AlwaysDisaggregated(), fleet)
     transfer_ms = latency.transfer_ms(1024)
@@ -132,7 +133,7 @@ def test_transfers_into_one_decode_gpu_queue_behind_each_other(
 
 
 def test_prefill_gpus_serve_one_queue_in_order(profile: ProfileResult, latency: StepLatency) -> None:
-    fleet = FleetConfig(num_prefill=1, num_decode=2)
+    fleet = linear_fleet(num_prefill=1, num_decode=2)
     wl = Workload(np.zeros(3), np.array([512, 512, 512]), np.array([1, 1, 1]))
     rec = simulate(latency, wl, AlwaysDisaggregated(), fleet)
     # One prefill GPU: the prompts go through one after another.
@@ -142,8 +143,8 @@ def test_prefill_gpus_serve_one_queue_in_order(profile: ProfileResult, latency: 
 
 
 FLEETS = [
-    FleetConfig(num_prefill=2, num_decode=4, max_num_seqs=16, max_num_batched_tokens=256),
-    FleetConfig("pools", num_prefill=1, num_decode=2, num_mixed=3, max_num_seqs=24),
+    linear_fleet(num_prefill=2, num_decode=4, max_num_seqs=16, max_num_batched_tokens=256),
+    linear_fleet("pools", num_prefill=1, num_decode=2, num_mixed=3, max_num_seqs=24),
 ]
 POLICIES: list[Policy] = [
     AlwaysCollocated(),
@@ -178,16 +179,16 @@ def test_conservation_and_runs_match_single_steps(
 
 
 def test_max_num_seqs_binds_under_load(latency: StepLatency, busy_workload: Workload) -> None:
-    fleet = FleetConfig(num_prefill=0, num_decode=2, max_num_seqs=4)
+    fleet = linear_fleet(num_prefill=0, num_decode=2, max_num_seqs=4)
     rec = simulate(latency, busy_workload, AlwaysCollocated(), fleet)
     assert rec.system_load.max() == 4
-    roomy = simulate(latency, busy_workload, AlwaysCollocated(), FleetConfig(num_prefill=0, num_decode=2))
+    roomy = simulate(latency, busy_workload, AlwaysCollocated(), linear_fleet(num_prefill=0, num_decode=2))
     assert roomy.system_load.max() > 4
     assert np.mean(rec.e2e_ms) > np.mean(roomy.e2e_ms)
 
 
 def test_pools_topology_sends_each_path_to_its_pool(latency: StepLatency, busy_workload: Workload) -> None:
-    fleet = FleetConfig("pools", num_prefill=1, num_decode=2, num_mixed=3)
+    fleet = linear_fleet("pools", num_prefill=1, num_decode=2, num_mixed=3)
     rec = simulate(latency, busy_workload, PromptThreshold(900), fleet)
     assert rec.is_disaggregated.any() and (~rec.is_disaggregated).any()
     assert np.all(rec.engine_index[~rec.is_disaggregated] < 3)
@@ -196,15 +197,15 @@ def test_pools_topology_sends_each_path_to_its_pool(latency: StepLatency, busy_w
 
 def test_only_one_path_means_the_policy_is_not_asked(latency: StepLatency, busy_workload: Workload) -> None:
     wl = busy_workload.head(100)
-    rec = simulate(latency, wl, AlwaysDisaggregated(), FleetConfig(num_prefill=0, num_decode=2))
+    rec = simulate(latency, wl, AlwaysDisaggregated(), linear_fleet(num_prefill=0, num_decode=2))
     assert not rec.is_disaggregated.any() and not rec.was_policy_asked.any()
-    rec = simulate(latency, wl, AlwaysCollocated(), FleetConfig("pools", num_prefill=1, num_decode=1))
+    rec = simulate(latency, wl, AlwaysCollocated(), linear_fleet("pools", num_prefill=1, num_decode=1))
     assert rec.is_disaggregated.all() and not rec.was_policy_asked.any()
 
 
 def test_littles_law_holds_on_a_long_run(latency: StepLatency) -> None:
     wl = poisson_workload(12_000, 10.0, parse_length_spec("lognormal:800,100"), seed=11)
-    rec = simulate(latency, wl, PromptThreshold(1000), FleetConfig(num_prefill=2, num_decode=4))
+    rec = simulate(latency, wl, PromptThreshold(1000), linear_fleet(num_prefill=2, num_decode=4))
     span = rec.arrival_ms[-1]
     in_system, rate_times_sojourn = littles_law(rec, 0.1 * span, 0.9 * span)
     assert in_system > 1.0  # a loaded system, not a trivial one
@@ -213,7 +214,7 @@ def test_littles_law_holds_on_a_long_run(latency: StepLatency) -> None:
 
 def test_same_seed_same_run_other_seed_other_run(latency: StepLatency) -> None:
     lengths = parse_length_spec("lognormal:700,90")
-    fleet = FleetConfig(num_prefill=1, num_decode=3)
+    fleet = linear_fleet(num_prefill=1, num_decode=3)
     policy = PromptAndQueueThreshold(600, 1)
     runs = [
         simulate(latency, poisson_workload(800, 9.0, lengths, seed=seed), policy, fleet) for seed in (5, 5, 6)

@@ -10,7 +10,6 @@ import pytest
 from solver.profile_result import ProfileResult
 from solver.sim import (
     BestStatic,
-    FleetConfig,
     OutputPrediction,
     PromptAndQueueThreshold,
     PromptThreshold,
@@ -24,8 +23,9 @@ from solver.sim import (
 )
 from solver.sim.hindsight import GOODPUT_TIE, StaticRuns, pick_best, rule_setting
 from solver.sim.latency import StepLatency
+from tests.solver.sim.profiles import linear_fleet
 
-FLEET = FleetConfig(num_prefill=1, num_decode=3, max_num_seqs=64)
+FLEET = linear_fleet(num_prefill=1, num_decode=3, max_num_seqs=64)
 SLO = SloLimits(400.0, 30.0)
 GRID = BestStatic(thresholds=(0, 500, 1000, 4000), queue_limits=(1, 3, 50))
 

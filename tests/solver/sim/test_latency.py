@@ -133,3 +133,76 @@ def test_vectorised_piecewise_matches_scalar_bit_for_bit(
     fn = Piecewise(grid, ys)
     many = fn.many(np.asarray(xs, dtype=np.float64))
     assert many.tolist() == [fn(x) for x in xs]
+
+
+# --- T_chunk_prefix: a chunk's pass over a cached prefix, measured -----------------------------
+
+CP_PREFIXES = (512, 1024, 2048)
+CP_CHUNKS = (128, 512)
+
+
+def chunk_prefix_formula_ms(prefix: float, chunk: float) -> float:
+    """A measured-looking table: the chunk alone plus 1.5e-5 ms per (prefix token x chunk token),
+    bilinear in (prefix, chunk), so interpolation reproduces it exactly."""
+    return P.prefill_formula_ms(chunk) + 1.5e-5 * prefix * chunk
+
+
+def with_chunk_prefix(profile: ProfileResult) -> ProfileResult:
+    table = {(p, c): chunk_prefix_formula_ms(p, c) for p in CP_PREFIXES for c in CP_CHUNKS}
+    return dataclasses.replace(profile, T_chunk_prefix=table)
+
+
+def test_the_chunk_prefix_table_gives_the_prefix_attention(profile: ProfileResult) -> None:
+    lat = StepLatency(with_chunk_prefix(profile))
+    assert lat.has_chunk_prefix
+    for p in CP_PREFIXES:
+        for c in CP_CHUNKS:  # at grid points: the table less the chunk alone (prefix 0 = T_prefill)
+            assert lat.prefix_attention_ms(p, c) == pytest.approx(1.5e-5 * p * c, rel=1e-12)
+            assert lat.chunk_pass_ms(p, c) == pytest.approx(chunk_prefix_formula_ms(p, c), rel=1e-12)
+    # Between grid points, and between prefix 0 (the implicit T_prefill row) and 512: bilinear.
+    for p, c in [(700, 300), (1500, 200), (256, 512), (100, 128)]:
+        assert lat.prefix_attention_ms(p, c) == pytest.approx(1.5e-5 * p * c, rel=1e-9)
+    assert lat.prefix_attention_ms(0, 256) == 0.0
+    # Below the smallest measured chunk (128) the term shrinks in proportion (an implicit
+    # chunk-0 column), rather than charging a 1-token tail the attention of 128 tokens.
+    assert lat.prefix_attention_ms(1024, 64) == pytest.approx(1.5e-5 * 1024 * 128 / 2, rel=1e-12)
+    assert lat.prefix_attention_ms(1024, 1) == pytest.approx(1.5e-5 * 1024 * 128 / 128, rel=1e-12)
+    # The differencing rule would give 0 here (the synthetic T_prefill is linear): the table wins.
+    plain = StepLatency(profile)
+    assert plain.prefix_attention_ms(1024, 512) == pytest.approx(0.0, abs=1e-12)
+    assert lat.prefix_attention_ms(1024, 512) == pytest.approx(1.5e-5 * 1024 * 512)
+
+
+def test_chunk_prefix_extrapolation_is_flagged_beyond_the_table(profile: ProfileResult) -> None:
+    lat = StepLatency(with_chunk_prefix(profile))
+    assert lat.ranges.chunk_prefix_prefix == (0, 2048) and lat.ranges.chunk_prefix_chunk == (128, 512)
+    assert not lat.is_chunk_prefix_extrapolated(2048, 512)
+    assert not lat.is_chunk_prefix_extrapolated(10, 64)  # below the grid: clamped, not beyond
+    assert lat.is_chunk_prefix_extrapolated(2049, 256) and lat.is_chunk_prefix_extrapolated(100, 513)
+    assert not StepLatency(profile).is_chunk_prefix_extrapolated(10**6, 10**6)  # no table, no lookup
+
+
+def test_an_engine_step_reads_the_chunk_prefix_table(profile: ProfileResult) -> None:
+    from solver.sim.batching_gpu import BatchingGpu
+
+    lat = StepLatency(with_chunk_prefix(profile))
+    gpu = BatchingGpu(0, lat, 512, [1000], [2], use_runs=False)
+    gpu.add_prefill(0)
+    first = gpu.start(0.0)
+    assert first is not None and first == pytest.approx(P.prefill_formula_ms(512))
+    gpu.end_step()
+    second = gpu.start(first)
+    assert second is not None
+    # Tokens 512..1000 over the 512-token prefix: one pass of the table's (512, 488).
+    assert second - first == pytest.approx(chunk_prefix_formula_ms(512, 488), rel=1e-12)
+
+
+def test_ranges_name_each_tables_measured_box(latency: StepLatency) -> None:
+    r = latency.ranges
+    assert r.prefill_prompt == (64, 2048) and r.decode_kv == (128, 2048) and r.decode_batch == (1, 32)
+    assert r.interference_chunk == (64, 512) and r.interference_batch == (1, 16)
+    assert r.chunk_prefix_prefix is None and r.chunk_prefix_chunk is None
+    assert latency.is_decode_extrapolated(2048.5, 1) and latency.is_decode_extrapolated(100.0, 33)
+    assert not latency.is_decode_extrapolated(2048.0, 32) and not latency.is_decode_extrapolated(5.0, 1)
+    assert latency.is_interference_extrapolated(513, 4) and latency.is_interference_extrapolated(64, 17)
+    assert not latency.is_interference_extrapolated(512, 16)

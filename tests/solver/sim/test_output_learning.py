@@ -14,7 +14,6 @@ from pdroute_core.routing.queue_aware import QueueAwareModel
 from solver.errors import InvalidSimConfig
 from solver.fit_queue import fit_queue_aware
 from solver.sim import (
-    FleetConfig,
     ModelPolicy,
     OutputPrediction,
     RouteView,
@@ -29,9 +28,10 @@ from solver.sim.calibrating import LearningPolicy
 from solver.sim.output_learning import OutputLearningPolicy
 from solver.sim.prediction import bucket_means
 from tests.factories import TEST_PARAMS
+from tests.solver.sim.profiles import linear_fleet
 from tests.solver.synthetic_profiles import synthetic_profile
 
-FLEET = FleetConfig("conditional", 1, 3, max_num_batched_tokens=512)
+FLEET = linear_fleet("conditional", 1, 3, max_num_batched_tokens=512)
 
 
 def _model() -> QueueAwareModel:

@@ -20,7 +20,6 @@ from solver.profile_result import ProfileResult
 from solver.sim import (
     POLICY_NAMES,
     BestStatic,
-    FleetConfig,
     ModelPolicy,
     OutputPrediction,
     PolicyAnswer,
@@ -37,6 +36,7 @@ from solver.sim import (
     simulate,
 )
 from tests.factories import TEST_PARAMS
+from tests.solver.sim.profiles import linear_fleet
 from tests.solver.synthetic_profiles import synthetic_profile
 
 views = st.builds(
@@ -92,7 +92,7 @@ def mixed_workload() -> Workload:
 
 
 def test_threshold_decisions_in_a_simulation(profile: ProfileResult, mixed_workload: Workload) -> None:
-    rec = simulate(profile, mixed_workload, PromptThreshold(900), FleetConfig(num_prefill=2, num_decode=4))
+    rec = simulate(profile, mixed_workload, PromptThreshold(900), linear_fleet(num_prefill=2, num_decode=4))
     assert rec.was_policy_asked.all()
     assert np.array_equal(rec.is_disaggregated, rec.prompt_len > 900)
 
@@ -100,7 +100,7 @@ def test_threshold_decisions_in_a_simulation(profile: ProfileResult, mixed_workl
 def test_queue_threshold_decisions_in_a_simulation(profile: ProfileResult, mixed_workload: Workload) -> None:
     # One prefill GPU so that its queue really builds up.
     rec = simulate(
-        profile, mixed_workload, PromptAndQueueThreshold(500, 2), FleetConfig(num_prefill=1, num_decode=4)
+        profile, mixed_workload, PromptAndQueueThreshold(500, 2), linear_fleet(num_prefill=1, num_decode=4)
     )
     expected = (rec.prompt_len > 500) & (rec.prefill_queue_requests < 2)
     assert np.array_equal(rec.is_disaggregated, expected)
@@ -117,9 +117,9 @@ def test_cost_model_decisions_in_a_simulation(
     profile: ProfileResult, mixed_workload: Workload, prediction: OutputPrediction, topology: str
 ) -> None:
     fleet = (
-        FleetConfig(num_prefill=2, num_decode=4)
+        linear_fleet(num_prefill=2, num_decode=4)
         if topology == "conditional"
-        else FleetConfig("pools", num_prefill=2, num_decode=2, num_mixed=2)
+        else linear_fleet("pools", num_prefill=2, num_decode=2, num_mixed=2)
     )
     model = cost_model()
     rec = simulate(profile, mixed_workload, ModelPolicy(model, "cost-model"), fleet, prediction)
@@ -228,7 +228,7 @@ def test_policies_see_only_what_a_gateway_sees(profile: ProfileResult, mixed_wor
     # Every input of a decision model, by the model's own name (the rest is the simulator's).
     assert set(FIELD_NAMES) <= set(RouteView._fields)
     spy = Spy()
-    fleet = FleetConfig(num_prefill=1, num_decode=3, max_num_batched_tokens=256)
+    fleet = linear_fleet(num_prefill=1, num_decode=3, max_num_batched_tokens=256)
     rec = simulate(profile, mixed_workload, spy, fleet, OutputPrediction("fixed", 64))
     assert len(spy.views) == mixed_workload.num_requests  # asked once per request, in arrival order
     assert {v.predicted_output_len for v in spy.views} == {64}  # never the true length

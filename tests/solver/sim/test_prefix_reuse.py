@@ -12,7 +12,6 @@ from solver.profile_result import ProfileResult
 from solver.sim import (
     AlwaysCollocated,
     AlwaysDisaggregated,
-    FleetConfig,
     PromptAndQueueThreshold,
     SimRecords,
     SloLimits,
@@ -27,10 +26,11 @@ from solver.sim.block_hashes import BlockHashes, chain_hashes
 from solver.sim.latency import StepLatency
 from solver.sim.sessions import SHAPE_DEFAULTS, session_workload
 from tests.solver.sim import profiles as P
+from tests.solver.sim.profiles import linear_fleet
 
 CACHE = 100_000
-ONE_GPU = FleetConfig(num_prefill=0, num_decode=1, prefix_cache_tokens=CACHE)
-ONE_PAIR = FleetConfig(num_prefill=1, num_decode=1, prefix_cache_tokens=CACHE)
+ONE_GPU = linear_fleet(num_prefill=0, num_decode=1, prefix_cache_tokens=CACHE)
+ONE_PAIR = linear_fleet(num_prefill=1, num_decode=1, prefix_cache_tokens=CACHE)
 
 
 def same_prompt_twice(prompt_len: int, output_len: int, gap_s: float = 10.0) -> Workload:
@@ -93,7 +93,7 @@ def test_capacity_zero_and_no_capacity_reuse_nothing(latency: StepLatency) -> No
 
 def test_the_profile_capacity_is_the_default(profile: ProfileResult) -> None:
     wl = same_prompt_twice(1024, 4)
-    fleet = FleetConfig(num_prefill=0, num_decode=1)  # prefix_cache_tokens="profile"
+    fleet = linear_fleet(num_prefill=0, num_decode=1)  # prefix_cache_tokens="profile"
     assert simulate(profile, wl, AlwaysCollocated(), fleet).prefix_hit_tokens is None
     sized = dataclasses.replace(profile, kv_capacity_tokens=CACHE)
     rec = simulate(sized, wl, AlwaysCollocated(), fleet)
@@ -110,7 +110,7 @@ def test_the_rules_see_the_decode_gpus_hit(latency: StepLatency) -> None:
 def test_prefix_affinity_sends_a_session_back_to_its_cache(latency: StepLatency) -> None:
     shape = dataclasses.replace(SHAPE_DEFAULTS["chat"], sessions=60, system_share=0.0)
     wl = session_workload(shape, 2.0, 0)
-    fleet = FleetConfig(num_prefill=1, num_decode=4, prefix_cache_tokens=CACHE)
+    fleet = linear_fleet(num_prefill=1, num_decode=4, prefix_cache_tokens=CACHE)
     shares = []
     for choice in ("least-loaded", "prefix-affinity"):
         rec = simulate(latency, wl, AlwaysCollocated(), dataclasses.replace(fleet, decode_choice=choice))
@@ -143,9 +143,9 @@ BEFORE = {
 def test_runs_without_reuse_are_as_before(profile: ProfileResult, topology: str, policy: str) -> None:
     wl = poisson_workload(400, 1.0, parse_length_spec("lognormal:1024,128"), seed=3).at_rate(6.0)
     if topology == "conditional":
-        fleet = FleetConfig()
+        fleet = linear_fleet()
     else:
-        fleet = FleetConfig(topology="pools", num_mixed=3, num_prefill=2, num_decode=3)
+        fleet = linear_fleet(topology="pools", num_mixed=3, num_prefill=2, num_decode=3)
     assert _digest(simulate(profile, wl, make_policy(policy), fleet)) == BEFORE[(topology, policy)]
     # Block hashes without a cache capacity (the profile has none): the same run.
     chains = [chain_hashes(np.full(p, i), 16)[: p // 16] for i, p in enumerate(wl.prompt_len.tolist())]
@@ -154,7 +154,9 @@ def test_runs_without_reuse_are_as_before(profile: ProfileResult, topology: str,
 
 
 def test_pools_hit_on_the_gpu_of_each_path(latency: StepLatency) -> None:
-    pools = FleetConfig(topology="pools", num_mixed=1, num_prefill=1, num_decode=1, prefix_cache_tokens=CACHE)
+    pools = linear_fleet(
+        topology="pools", num_mixed=1, num_prefill=1, num_decode=1, prefix_cache_tokens=CACHE
+    )
     wl = same_prompt_twice(1024, 4)
     colloc = simulate(latency, wl, AlwaysCollocated(), pools)
     # The mixed GPU prefilled the first and holds it; the view reports the decode GPU's hit (none).

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import pytest
@@ -27,7 +28,7 @@ def records(
     ints = np.zeros(n, dtype=np.int64)
     nan = np.full(n, np.nan)
     is_shed = np.array(shed if shed is not None else [False] * n)
-    view = {name: ints for name in RECORDED_VIEW_FIELDS}
+    view: dict[str, Any] = {name: ints for name in RECORDED_VIEW_FIELDS}
     return SimRecords(
         policy="hand",
         arrival_ms=np.array(arrival),

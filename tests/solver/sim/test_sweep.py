@@ -12,7 +12,6 @@ from solver.errors import InvalidSimConfig
 from solver.profile_result import ProfileResult
 from solver.sim import (
     AlwaysCollocated,
-    FleetConfig,
     PolicyAnswer,
     RouteView,
     SweepResult,
@@ -20,6 +19,7 @@ from solver.sim import (
     poisson_workload,
     run_sweep,
 )
+from tests.solver.sim.profiles import linear_fleet
 
 
 def test_sweep_covers_every_policy_and_load(sweep: SweepResult) -> None:
@@ -52,7 +52,7 @@ class ShedsLongPrompts:
 def test_sweep_with_shedding(profile: ProfileResult) -> None:
     wl = poisson_workload(300, 6.0, parse_length_spec("lognormal:900,40"), seed=1)
     share_long = float(np.mean(wl.prompt_len > 1000))
-    fleet = FleetConfig(num_prefill=1, num_decode=2)
+    fleet = linear_fleet(num_prefill=1, num_decode=2)
     runs = {
         shed: run_sweep(profile, [wl], [ShedsLongPrompts(), AlwaysCollocated()], fleet, shed=shed)
         for shed in (False, True)

@@ -9,12 +9,13 @@ import pytest
 
 from pdroute_core.routing.types import COLLOCATED
 from solver.errors import InvalidTrace
-from solver.sim import AlwaysCollocated, FleetConfig, PolicyAnswer, RouteView, Workload, simulate
+from solver.sim import AlwaysCollocated, PolicyAnswer, RouteView, Workload, simulate
 from solver.sim.latency import StepLatency
 from solver.sim.sessions import SHAPE_DEFAULTS, session_workload
 from solver.sim.turn_links import TurnLinks
+from tests.solver.sim.profiles import linear_fleet
 
-PAIR = FleetConfig(num_prefill=1, num_decode=1)
+PAIR = linear_fleet(num_prefill=1, num_decode=1)
 
 
 def three_turns(think_s: float) -> Workload:
@@ -65,8 +66,8 @@ def test_closed_loop_sessions_carry_links_and_open_ones_none() -> None:
 
 def test_a_slower_fleet_spreads_closed_loop_turns_out(latency: StepLatency) -> None:
     wl = session_workload(dataclasses.replace(SHAPE_DEFAULTS["chat"], sessions=30, think_s=0.5), 1.0, 0)
-    fast = simulate(latency, wl, AlwaysCollocated(), FleetConfig(num_prefill=1, num_decode=4))
-    slow = simulate(latency, wl, AlwaysCollocated(), FleetConfig(num_prefill=1, num_decode=1))
+    fast = simulate(latency, wl, AlwaysCollocated(), linear_fleet(num_prefill=1, num_decode=4))
+    slow = simulate(latency, wl, AlwaysCollocated(), linear_fleet(num_prefill=1, num_decode=1))
     assert slow.makespan_ms > fast.makespan_ms
     assert wl.links is not None
     follow = wl.links.follow_up

@@ -28,6 +28,7 @@ from solver.sim.batching_gpu import BatchingGpu
 from solver.sim.events import RunState
 from solver.sim.latency import StepLatency
 from solver.sim.records import RECORDED_VIEW_FIELDS, VIEW_ROW
+from tests.solver.sim.profiles import linear_fleet
 
 
 def context_by_scan(gpu: BatchingGpu, step: int) -> int:
@@ -112,8 +113,8 @@ def run_recount(
 
 
 FLEETS = [
-    FleetConfig(num_prefill=2, num_decode=3, max_num_seqs=5, max_num_batched_tokens=256),
-    FleetConfig(
+    linear_fleet(num_prefill=2, num_decode=3, max_num_seqs=5, max_num_batched_tokens=256),
+    linear_fleet(
         "pools", num_prefill=2, num_decode=2, num_mixed=2, max_num_seqs=4, max_num_batched_tokens=128
     ),
 ]
@@ -165,7 +166,7 @@ def test_view_row_order_matches_route_view() -> None:
 def test_context_of_one_decode_grows_by_one_token_per_step(profile: ProfileResult) -> None:
     # A alone decodes; B's arrival sees A's context: prompt + steps since A joined the batch.
     wl = Workload(np.array([0.0, 1.0]), np.array([300, 10]), np.array([500, 2]))
-    spy, rec = run_recount(profile, FleetConfig(num_prefill=1, num_decode=1), wl, True)
+    spy, rec = run_recount(profile, linear_fleet(num_prefill=1, num_decode=1), wl, True)
     view = spy.views[1]
     assert view.system_load == 1 and rec.is_disaggregated.tolist() == [True, False]
     # At 1 s, A has run about (1000 - TTFT) / 6-7 ms steps: its context is well above its prompt.

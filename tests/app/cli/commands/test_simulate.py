@@ -60,6 +60,7 @@ def test_simulate_trace_all_policies(
             "1",
             "--decode-gpus",
             "2",
+            "--allow-extrapolation",  # the trace's prompts reach past the synthetic 2,048-token grid
             "-o",
             str(out),
         ]
@@ -95,7 +96,12 @@ def test_simulate_trace_all_policies(
     assert doc["settings"]["fleet"]["num_decode"] == 2
     assert doc["settings"]["fleet"]["max_num_batched_tokens"] == 512  # the largest profiled chunk
     assert doc["settings"]["fleet"]["prefill_queue"] == "round-robin"
-    assert "extrapolated passes" in printed
+    assert "extrapolated passes (allowed; tables extended linearly" in printed
+    assert all(r["allow_extrapolation"] for r in results)
+    assert sum(r["num_extrapolated_passes"] for r in results) > 0
+    assert set(results[0]["extrapolated"]) == {"T_prefill", "T_decode", "T_interference", "T_chunk_prefix"}
+    assert doc["settings"]["fleet"]["allow_extrapolation"] is True
+    assert doc["settings"]["fleet"]["kv_capacity_tokens"] is None  # the profile has none: no limit
     markdown = (out / "results.md").read_text()
     assert markdown.startswith("| policy |") and "Prediction error of the chosen path" in markdown
     assert "| cost-model | 2.00 |" in markdown
@@ -110,6 +116,7 @@ def test_simulate_poisson_pools_without_cost_model(
     args = ["simulate", "--profile", str(profile_file), "--poisson", "300", "--lengths", "fixed:600,20"]
     args += ["--rates", "5", "--policies", "threshold,threshold-queue", "--topology", "pools"]
     args += ["--mixed-gpus", "2", "--prefill-gpus", "1", "--decode-gpus", "1", "--predict", "mean"]
+    args += ["--max-num-seqs", "16"]  # the synthetic profile's interference covers 16 decodes
     args += ["--no-plots", "-o", str(out)]
     assert main(args) == 0
     doc = json.loads((out / "results.json").read_text())
@@ -135,7 +142,7 @@ def test_simulate_best_static_with_shedding(tmp_path: Path, profile_file: Path) 
     out = tmp_path / "b"
     args = ["simulate", "--profile", str(profile_file), "--poisson", "200", "--lengths", "lognormal:900,40"]
     args += ["--rates", "3,12", "--policies", "best-static,threshold", "--shed", "--prefill-gpus", "1"]
-    args += ["--decode-gpus", "2", "--no-plots", "-o", str(out)]
+    args += ["--decode-gpus", "2", "--allow-extrapolation", "--no-plots", "-o", str(out)]
     assert main(args) == 0
     doc = json.loads((out / "results.json").read_text())
     assert doc["settings"]["shed"] is True and doc["settings"]["policies"] == ["best-static", "threshold"]
@@ -148,6 +155,10 @@ def test_simulate_best_static_with_shedding(tmp_path: Path, profile_file: Path) 
     for r in best:
         assert r["goodput_rps"] >= threshold[r["offered_rate"]]["goodput_rps"] * (1 - 1e-3)
     assert all(r["share_shed"] == 0.0 for r in doc["results"])  # rules never answer infeasible
+
+
+POISSON_20_SHORT = ["--poisson", "20", "--rates", "1", "--lengths", "fixed:100,5", "--max-num-seqs", "16"]
+POISSON_10_LONG = ["--poisson", "10", "--rates", "1", "--lengths", "fixed:1000,50", "--max-num-seqs", "16"]
 
 
 @pytest.mark.parametrize(
@@ -181,6 +192,27 @@ def test_simulate_best_static_with_shedding(tmp_path: Path, profile_file: Path) 
         (["--trace", "GOOD", "--prefix-cache-tokens", "lots"], "--prefix-cache-tokens: expected N >= 0"),
         (["--sessions", "chat:turns=0", "--rates", "1"], "turns must be >= 1"),
         (["--sessions", "chat", "--scales", "2"], "--sessions needs --rates"),
+        (
+            ["--poisson", "10", "--rates", "1", "--lengths", "fixed:3000,5", "--max-num-seqs", "16"],
+            "prompts up to 3,000 tokens, but the profile's T_prefill covers 64-2,048 tokens",
+        ),
+        (
+            ["--poisson", "300", "--rates", "1", "--lengths", "fixed:100,5"],
+            "decode batches up to 256 (max_num_seqs 256), but the profile's T_decode covers batches 1-32",
+        ),
+        (
+            [*POISSON_20_SHORT, "--max-num-batched-tokens", "1024"],
+            "prefill chunks beside decodes up to 1,023 tokens (max_num_batched_tokens 1,024), but the "
+            "profile's T_interference covers chunks 64-512 tokens",
+        ),
+        (
+            ["--poisson", "10", "--rates", "1", "--lengths", "fixed:100,5", "--kv-capacity-tokens", "lots"],
+            "--kv-capacity-tokens: expected N, profile or none",
+        ),
+        (
+            [*POISSON_10_LONG, "--kv-capacity-tokens", "1000"],
+            "a request's context of 1,049 tokens does not fit the 992 tokens (62 blocks of 16)",
+        ),
     ],
 )
 def test_simulate_errors_are_one_line(
@@ -222,6 +254,7 @@ def test_non_finite_slo_limits_are_written_as_strict_json(tmp_path: Path, profil
     out = tmp_path / "r"
     args = ["simulate", "--profile", str(profile_file), "--poisson", "30", "--lengths", "fixed:100,5"]
     args += ["--rates", "2", "--policies", "collocated", "--tpot-slo-ms", "inf", "--no-plots", "-o", str(out)]
+    args += ["--max-num-seqs", "16"]
     assert main(args) == 0
     doc = json.loads((out / "results.json").read_text(), parse_constant=pytest.fail)
     assert doc["arguments"]["tpot_slo_ms"] == "inf" and doc["settings"]["slo"]["tpot_ms"] is None
@@ -241,6 +274,7 @@ def test_simulate_calibrate_adds_the_calibrated_policy_per_load(
         "1",
         "--decode-gpus",
         "2",
+        "--allow-extrapolation",
         "--no-plots",
         "-o",
         str(out),
@@ -258,7 +292,15 @@ def test_simulate_sessions_reports_prefix_hits(
 ) -> None:
     out = tmp_path / "results"
     args = ["simulate", "--profile", str(profile_file), "--sessions", "chat:sessions=40,turns=4"]
-    args += ["--rates", "1,2", "--policies", "collocated,threshold-queue", "--no-plots", "-o"]
+    args += [
+        "--rates",
+        "1,2",
+        "--policies",
+        "collocated,threshold-queue",
+        "--allow-extrapolation",
+        "--no-plots",
+    ]
+    args += ["-o"]
     cache = ["--prefix-cache-tokens", "50000", "--decode-choice", "prefix-affinity"]
     assert main([*args, str(out), *cache]) == 0
     printed = capsys.readouterr()
@@ -291,7 +333,46 @@ def test_simulate_a_jsonl_trace_with_hash_ids(
     trace.write_text("\n".join(json.dumps(r) for r in rows))
     out = tmp_path / "results"
     args = ["simulate", "--profile", str(profile_file), "--trace", str(trace), "--policies", "collocated"]
+    args += ["--allow-extrapolation"]  # the synthetic profile's batches stop below max_num_seqs
     assert main([*args, "--prefix-cache-tokens", "20000", "--no-plots", "-o", str(out)]) == 0
     assert "hit tok %" in capsys.readouterr().out
     share = json.loads((out / "results.json").read_text())["results"][0]["prefix_hit_token_share"]
     assert 0.5 < share < 0.7  # 1,024 of about 1,670 tokens, after each GPU's first request
+
+
+def test_kv_capacity_is_printed_and_recorded(
+    tmp_path: Path, profile_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "kv"
+    args = [
+        "simulate",
+        "--profile",
+        str(profile_file),
+        "--poisson",
+        "300",
+        "--lengths",
+        "uniform:64-1400,2-60",
+    ]
+    args += ["--rates", "20", "--policies", "collocated", "--prefill-gpus", "0", "--decode-gpus", "2"]
+    args += ["--max-num-seqs", "16", "--max-num-batched-tokens", "256", "--kv-capacity-tokens", "2,100"]
+    assert main([*args, "--no-plots", "-o", str(out)]) == 0
+    captured = capsys.readouterr()
+    assert "KV capacity: 2,100 tokens per engine GPU in blocks of 16" in captured.err
+    line = next(
+        s for s in captured.out.splitlines() if s.startswith("KV capacity 2,100 tokens per engine GPU: ")
+    )
+    doc = json.loads((out / "results.json").read_text())
+    row = doc["results"][0]
+    assert (
+        row["kv_capacity_tokens"] == 2100 and row["num_preemptions"] > 0 and row["num_recomputed_tokens"] > 0
+    )
+    assert f"{row['num_preemptions']:,} preemptions (recompute)" in line
+    assert (
+        doc["settings"]["fleet"]["kv_capacity_tokens"] == 2100
+        and doc["settings"]["fleet"]["block_size"] == 16
+    )
+    assert row["allow_extrapolation"] is False and row["num_extrapolated_passes"] == 0
+    assert line in (out / "results.md").read_text()
+    # none: no limit, no line
+    assert main([*args[:-1], "none", "--no-plots", "-o", str(tmp_path / "none")]) == 0
+    assert "KV capacity" not in capsys.readouterr().out
