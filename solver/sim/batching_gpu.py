@@ -80,6 +80,7 @@ class BatchingGpu:
         "counts_beyond",
         "finish_heap",
         "first_pending",
+        "hits",
         "index",
         "is_busy",
         "kv",
@@ -88,6 +89,7 @@ class BatchingGpu:
         "kv_offset_sum",
         "latency",
         "link_free_ms",
+        "lost_hits",
         "num_assigned",
         "num_decoding",
         "num_extrapolated",
@@ -158,6 +160,8 @@ class BatchingGpu:
         # Prompt tokens routed here for local prefill, not yet in a started step (the caller
         # adds a prompt when it routes it here; ``start`` takes each chunk off).
         self.pending_prefill_tokens = 0
+        self.hits: dict[int, int] = {}  # queued prompt -> its prefix-cache hit (tokens), until scheduled
+        self.lost_hits: list[int] = []  # prompts whose hit was given up (its blocks were not free)
         # Prefill chunks started here, (start time ms, tokens), for ``prefill_tokens_per_s``.
         self.prefill_log: deque[tuple[float, int]] = deque()
         self.prefill_log_tokens = 0  # tokens held in prefill_log
@@ -200,26 +204,18 @@ class BatchingGpu:
             self.prefill_log_tokens -= log.popleft()[1]
         return self.prefill_log_tokens * 1000.0 / window_ms
 
-    def add_prefill(self, rid: int, cached_tokens: int = 0) -> int:
+    def add_prefill(self, rid: int, cached_tokens: int = 0) -> None:
         """Queue request ``rid``'s prompt for chunked prefill here, from token ``cached_tokens``
         (the prefix found in this GPU's prefix cache: its chunks attend over it, never compute it).
 
-        With KV capacity, the cached prefix's blocks become the request's now, as vLLM takes the
-        cached blocks a request hits when it schedules it (a cached block no request holds counts
-        as free here, as in vLLM's free queue), and the request counts as running from here;
-        when they are not free the hit is given up and the whole prompt is computed. Returns
-        the cached tokens used."""
-        kv = self.kv
-        if kv is not None and cached_tokens:
-            need = kv.blocks(cached_tokens)
-            if need <= kv.num_free:
-                kv.num_free -= need
-                kv.admit(rid)
-            else:
-                self.pending_prefill_tokens += cached_tokens  # now computed here after all
-                cached_tokens = 0
-        self.prefill_queue.append([rid, cached_tokens, self.prompt[rid]])
-        return cached_tokens
+        The hit is taken when the prompt's first chunk is scheduled (``start``). With KV capacity
+        the cached prefix's blocks become the request's then, as vLLM takes the cached blocks a
+        request hits when it schedules it (a cached block no request holds counts as free here,
+        as in vLLM's free queue); when they are not free the hit is given up (``lost_hits``) and
+        the whole prompt is computed."""
+        if cached_tokens:
+            self.hits[rid] = cached_tokens
+        self.prefill_queue.append([rid, 0, self.prompt[rid]])
 
     def join_decode(self, rid: int, *, first_here: bool = False) -> None:
         """Request ``rid`` joins the batch from the next step started: its first token already
@@ -337,9 +333,23 @@ class BatchingGpu:
         prefix_ms = 0.0
         reach = 0  # the furthest prompt position a prefill lookup of this step reads
         done_now: list[int] = []
+        hits = self.hits
         while queue and budget > 0:
             entry = queue[0]
             rid, done, length = entry
+            if not done and hits and rid in hits:  # a prefix-cache hit, taken as it is scheduled
+                if kv is not None:
+                    if not may_start:
+                        break
+                    held = -(-hits[rid] // kv.block_size)
+                    if held <= kv.num_free:
+                        kv.num_free -= held
+                        kv.admit(rid)
+                    else:  # its blocks are gone: computed from the start after all
+                        self.pending_prefill_tokens += hits[rid]
+                        self.lost_hits.append(rid)
+                        hits[rid] = 0
+                done = entry[1] = hits.pop(rid)
             take = length - done if length - done < budget else budget
             if kv is not None:  # blocks for the tokens this chunk computes (kv_pool's rules)
                 if not done and not may_start:

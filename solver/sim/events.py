@@ -379,7 +379,7 @@ class RunState:
         if gpu.run_ends is not None:
             self._push(gpu.cut_run(t), _STEP_END, gpu.index, gpu.version)
         if needs_prefill:
-            self.skipped[rid] = gpu.add_prefill(rid, self.skipped[rid])
+            gpu.add_prefill(rid, self.skipped[rid])
         else:
             gpu.add_remote(rid)
         if not gpu.is_busy:
@@ -493,6 +493,9 @@ class RunState:
         f64, i64 = np.float64, np.int64
         engines = self.engines
         pools = [gpu.kv for gpu in engines if gpu.kv is not None]
+        for gpu in engines:
+            for rid in gpu.lost_hits:  # given up as its blocks were not free (BatchingGpu.add_prefill)
+                self.skipped[rid] = 0
         return SimRecords(
             policy=policy_name,
             arrival_ms=np.asarray(self.arrival_ms, dtype=f64),

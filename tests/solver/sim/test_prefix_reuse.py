@@ -12,6 +12,8 @@ from solver.profile_result import ProfileResult
 from solver.sim import (
     AlwaysCollocated,
     AlwaysDisaggregated,
+    ClusterSimulation,
+    Policy,
     PromptAndQueueThreshold,
     SimRecords,
     SloLimits,
@@ -165,3 +167,33 @@ def test_pools_hit_on_the_gpu_of_each_path(latency: StepLatency) -> None:
     disagg = simulate(latency, wl, AlwaysDisaggregated(), pools)
     assert disagg.cached_prompt_tokens is not None and disagg.cached_prompt_tokens.tolist() == [0, 1008]
     assert disagg.engine_index.tolist() == [1, 1]  # the decode pool's GPU (mixed GPUs first)
+
+
+@pytest.mark.parametrize("capacity", [3_000, 12_000, 100_000])
+@pytest.mark.parametrize(
+    "policy", [AlwaysCollocated(), PromptAndQueueThreshold(512, 2)], ids=["colloc", "tq"]
+)
+def test_hits_under_kv_capacity_hold_their_blocks_and_give_every_one_back(
+    latency: StepLatency, capacity: int, policy: Policy
+) -> None:
+    # Multi-turn sessions on small KV pools: a hit takes its cached blocks when the prompt is
+    # scheduled (or is given up when they are not free); under pressure requests are preempted.
+    shape = dataclasses.replace(SHAPE_DEFAULTS["chat"], sessions=80, max_context=1500)
+    wl = session_workload(shape, 4.0, 0)
+    fleet = linear_fleet(
+        num_prefill=1, num_decode=2, max_num_seqs=16, kv_capacity_tokens=capacity, prefix_cache_tokens=CACHE
+    )
+    state = ClusterSimulation(fleet, latency, policy).prepare(wl, wl.output_len)
+    state.run()
+    rec = state.records(policy.name)
+    assert np.all(rec.finish_count == 1)
+    assert np.array_equal(rec.tokens_generated, rec.output_len)
+    assert rec.prefix_hit_tokens is not None and rec.prefix_hit_tokens.sum() > 0
+    assert np.all(rec.prefix_hit_tokens < rec.prompt_len)
+    for gpu in state.engines:
+        kv = gpu.kv
+        assert kv is not None
+        assert kv.num_free == kv.num_blocks and not kv.admitted
+        assert gpu.pending_prefill_tokens == 0
+    if capacity == 3_000:
+        assert rec.num_preemptions > 0

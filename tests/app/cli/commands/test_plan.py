@@ -166,12 +166,22 @@ def test_plan_from_a_profile_beyond_its_range_is_one_line(capsys: pytest.Capture
 
 
 def test_plan_verify_simulates_the_recommendation(capsys: pytest.CaptureFixture[str]) -> None:
-    args = ["plan", "--profile", "default", "--machines", "16", "--prompt-len", "2048", "--output-len", "100"]
-    # Contexts of 2,147 tokens reach past the profile's 2,048-token decode grid: refused, or allowed.
-    assert main([*args, "--verify"]) == 2
+    # Contexts of 32,867 tokens reach past the profile's 32,768-token decode grid: refused.
+    longest = [
+        "plan",
+        "--profile",
+        "default",
+        "--machines",
+        "16",
+        "--prompt-len",
+        "32768",
+        "--output-len",
+        "100",
+    ]
+    assert main([*longest, "--verify"]) == 2
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "T_decode covers kv_len 128-2,048 tokens" in err
-    args += ["--allow-extrapolation"]
+    assert len(err.splitlines()) == 1 and "T_decode covers kv_len 128-32,768 tokens" in err
+    args = ["plan", "--profile", "default", "--machines", "16", "--prompt-len", "2048", "--output-len", "100"]
     assert main([*args, "--verify"]) == 0
     lines = capsys.readouterr().out.splitlines()
     verify = [line for line in lines if line.startswith("verify")]
