@@ -2,7 +2,8 @@
 
     .venv/bin/python -m bench.bench_decisions [--profile default,...] [--topology conditional,pools]
         [--predict exact,mean,bucket-mean] [--candidate queue-aware] [--policies a,b,...]
-        [--trace CSV | --lengths SPEC] [--max-requests N] [--loads 4] [--top-scale 1] [--shed]
+        [--trace CSV | --lengths SPEC | --sessions SPEC] [--max-requests N] [--loads 4]
+        [--top-scale 1] [--shed]
         [--objective latency] [--variants goodput,goodput+shed] [--jobs 1] [--json OUT]
 
 For each profile x topology, the loads are found automatically: the rate is raised (doubling,
@@ -22,8 +23,12 @@ Azure 2023 conversation trace in ``../shared`` by default); when that file does 
 Poisson load with log-normal lengths of the same means (1,155 prompt, 211 output tokens,
 ``--max-requests`` of them, default 20,000). ``--lengths SPEC`` (``lognormal:PMEAN,OMEAN[,SIGMA]``,
 ``uniform:...``, ``fixed:P,O``) runs such a Poisson load with other lengths instead, to check a
-model on request shapes the trace does not have. Fleets: ``conditional`` 2 prefill + 6 decode GPUs;
-``pools`` 2 mixed + 2 prefill + 4 decode GPUs; chunk size the profile's largest.
+model on request shapes the trace does not have. ``--sessions SPEC`` (``solver.sim.sessions``:
+``chat|agent[:KEY=VALUE,...]``) runs multi-turn sessions instead, each turn's prompt the
+session's context so far plus new tokens, over prefix caches of the profile's KV capacity (the
+rules see the decode GPU's hit); the loads are its requests' mean rate. Fleets:
+``conditional`` 2 prefill + 6 decode GPUs; ``pools`` 2 mixed + 2 prefill + 4 decode GPUs; chunk
+size the profile's largest.
 
 ``--top-scale S`` stretches the loads to S times that rate (2: light to twice the overload
 point). ``--objective`` is the queue-aware model's (``latency``, as before, or ``goodput``);
@@ -83,6 +88,7 @@ from solver.sim import (
 )
 from solver.sim.hindsight import STATIC_RULES, StaticRuns, best_static_metrics
 from solver.sim.latency import StepLatency
+from solver.sim.sessions import parse_session_spec, session_workload
 from solver.sim.sweep import strict_json
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -106,7 +112,16 @@ def parse_variant(name: str) -> tuple[str, bool]:
     return parse_objective(spec.removesuffix(SHED_SUFFIX)), shed
 
 
-def load_requests(trace: Path, max_requests: int | None, lengths: str | None = None) -> Workload:
+def load_requests(
+    trace: Path, max_requests: int | None, lengths: str | None = None, sessions: str | None = None
+) -> Workload:
+    if sessions is not None:
+        shape = parse_session_spec(sessions)
+        print(
+            f"(multi-turn sessions {sessions}, prefix caches of the profile's KV capacity)", file=sys.stderr
+        )
+        wl = session_workload(shape, 1.0, seed=0)
+        return wl if max_requests is None else wl.head(max_requests)
     if lengths is not None:
         spec = parse_length_spec(lengths)
         print(f"(Poisson arrivals, lengths {lengths})", file=sys.stderr)
@@ -335,6 +350,11 @@ def main(argv: list[str] | None = None) -> int:
         "--lengths",
         help="Poisson arrivals with these lengths instead of the trace (e.g. lognormal:2048,28)",
     )
+    parser.add_argument(
+        "--sessions",
+        help="multi-turn sessions instead of the trace (solver.sim.sessions: chat|agent[:KEY=VALUE,...]);"
+        " the loads are the requests' mean rate",
+    )
     parser.add_argument("--topology", default="conditional", help="comma list: conditional, pools")
     parser.add_argument("--predict", default="exact", help="comma list: exact, mean, bucket-mean, fixed:N")
     parser.add_argument("--candidate", default="queue-aware", help="the policy compared with the rules")
@@ -378,9 +398,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.loads < 2:
         parser.error("--loads: at least 2")
     try:
-        base = load_requests(args.trace, args.max_requests, args.lengths)
+        base = load_requests(args.trace, args.max_requests, args.lengths, args.sessions)
     except InvalidTrace as exc:
-        parser.error(f"--lengths: {exc}")
+        parser.error(f"--{'sessions' if args.sessions else 'lengths'}: {exc}")
     pairs = [(p, t) for p in args.profile.split(",") for t in args.topology.split(",")]
     for _, topology in pairs:
         if topology not in FLEETS:
