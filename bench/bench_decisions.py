@@ -26,7 +26,9 @@ Poisson load with log-normal lengths of the same means (1,155 prompt, 211 output
 model on request shapes the trace does not have. ``--sessions SPEC`` (``solver.sim.sessions``:
 ``chat|agent[:KEY=VALUE,...]``) runs multi-turn sessions instead, each turn's prompt the
 session's context so far plus new tokens, over prefix caches of the profile's KV capacity (the
-rules see the decode GPU's hit); the loads are its requests' mean rate. Fleets:
+rules see the decode GPU's hit), replayed on their open schedule (``loop=open``: a closed loop
+would pace the sessions by their own answers and cap the load); the loads are its requests'
+mean rate. Fleets:
 ``conditional`` 2 prefill + 6 decode GPUs; ``pools`` 2 mixed + 2 prefill + 4 decode GPUs; chunk
 size the profile's largest.
 
@@ -46,6 +48,7 @@ the profile x topology blocks in N processes (same figures as one).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import sys
@@ -116,9 +119,12 @@ def load_requests(
     trace: Path, max_requests: int | None, lengths: str | None = None, sessions: str | None = None
 ) -> Workload:
     if sessions is not None:
-        shape = parse_session_spec(sessions)
+        # The open schedule: a closed loop paces each session by its own answers, which caps the
+        # load at the sessions' pace, so no load search could take it past capacity.
+        shape = dataclasses.replace(parse_session_spec(sessions), loop="open")
         print(
-            f"(multi-turn sessions {sessions}, prefix caches of the profile's KV capacity)", file=sys.stderr
+            f"(multi-turn sessions {sessions}, open loop; prefix caches: the profile's KV capacity)",
+            file=sys.stderr,
         )
         wl = session_workload(shape, 1.0, seed=0)
         return wl if max_requests is None else wl.head(max_requests)

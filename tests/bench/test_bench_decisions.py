@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from pathlib import Path
 
@@ -148,3 +149,24 @@ def test_a_learning_candidate_starts_fresh_in_every_run(
     first = figures("queue-aware+len")
     assert figures("queue-aware+len") == first
     assert first != figures("queue-aware").replace('"queue-aware"', '"queue-aware+len"')
+
+
+def test_sessions_run_over_the_profiles_prefix_caches(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    profile = dataclasses.replace(make_profile(), kv_capacity_tokens=200_000)
+    path = save_profile_json(profile, tmp_path / "synthetic.json")
+    out = tmp_path / "bench.json"
+    args = ["--profile", str(path), "--sessions", "chat:sessions=300,turns=4,max_context=1500", "--loads", "2"]
+    assert main([*args, "--allow-extrapolation", "--json", str(out)]) == 0
+    assert "multi-turn sessions" in capsys.readouterr().err
+    (block,) = json.loads(out.read_text())["blocks"]
+    for load in block["loads"]:
+        rows = {p["policy"]: p for p in load["policies"]}
+        # Later turns find their context on the GPU that served the earlier ones.
+        assert rows["collocated"]["prefix_hit_token_share"] > 0.2
+        assert rows["queue-aware"]["prefix_hit_request_share"] > 0.2
+    with pytest.raises(SystemExit) as exc:
+        main(["--sessions", "chat:turns=0"])
+    assert exc.value.code == 2
+    assert "--sessions: sessions: turns must be >= 1" in capsys.readouterr().err

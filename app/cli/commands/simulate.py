@@ -205,32 +205,19 @@ def _numbers(text: str, flag: str) -> list[float]:
     return values
 
 
-def _cache_tokens(text: str) -> int | str | None:
-    """``--prefix-cache-tokens``: an integer >= 0, ``profile`` or ``none``."""
+def _tokens_or_profile(text: str, flag: str, minimum: int) -> int | str | None:
+    """``--kv-capacity-tokens`` / ``--prefix-cache-tokens``: N >= ``minimum`` tokens, ``profile``
+    (the profile's ``kv_capacity_tokens``) or ``none``."""
     value = text.strip().lower()
     if value in ("profile", "none"):
         return None if value == "none" else "profile"
     try:
-        tokens = int(value)
+        tokens = int(value.replace(",", "").replace("_", ""))
     except ValueError:
-        tokens = -1
-    if tokens < 0:
-        raise UsageError(f"--prefix-cache-tokens: expected N >= 0, profile or none, got {text!r}")
+        raise UsageError(f"{flag}: expected N, profile or none, got {text!r}") from None
+    if tokens < minimum:
+        raise UsageError(f"{flag}: expected a number of tokens >= {minimum}, got {text!r}")
     return tokens
-
-
-def _kv_capacity(text: str) -> int | str | None:
-    if text == "profile":
-        return "profile"
-    if text == "none":
-        return None
-    try:
-        value = int(text.replace(",", "").replace("_", ""))
-    except ValueError:
-        raise UsageError(f"--kv-capacity-tokens: expected N, profile or none, got {text!r}") from None
-    if value < 1:
-        raise UsageError(f"--kv-capacity-tokens: expected a number of tokens >= 1, got {text!r}")
-    return value
 
 
 def run(args: argparse.Namespace) -> int:
@@ -308,7 +295,7 @@ def run(args: argparse.Namespace) -> int:
         )
     if budget is None:
         budget = max(StepLatency(profile).max_chunk, args.max_num_seqs)
-    cache_tokens = _cache_tokens(args.prefix_cache_tokens)
+    cache_tokens = _tokens_or_profile(args.prefix_cache_tokens, "--prefix-cache-tokens", 0)
     fleet = FleetConfig(
         topology=args.topology,
         num_prefill=args.prefill_gpus,
@@ -320,7 +307,7 @@ def run(args: argparse.Namespace) -> int:
         first_token=args.first_token,
         prefix_cache_tokens=cache_tokens,
         decode_choice=args.decode_choice,
-        kv_capacity_tokens=_kv_capacity(args.kv_capacity_tokens),
+        kv_capacity_tokens=_tokens_or_profile(args.kv_capacity_tokens, "--kv-capacity-tokens", 1),
         block_size=args.block_size,
         allow_extrapolation=args.allow_extrapolation,
     )

@@ -189,7 +189,11 @@ POISSON_10_LONG = ["--poisson", "10", "--rates", "1", "--lengths", "fixed:1000,5
         (["--trace", "GOOD", "--calibrate", "--calibrate-refresh", "0"], "--calibrate-refresh: expected"),
         (["--trace", "GOOD", "--max-num-batched-tokens", "100"], "100 is below max_num_seqs 256"),
         (["--trace", "GOOD", "--max-num-batched-tokens", "512", "--chunk-size", "512"], "not both"),
-        (["--trace", "GOOD", "--prefix-cache-tokens", "lots"], "--prefix-cache-tokens: expected N >= 0"),
+        (["--trace", "GOOD", "--prefix-cache-tokens", "lots"], "--prefix-cache-tokens: expected N, profile"),
+        (
+            ["--trace", "GOOD", "--prefix-cache-tokens", "-5"],
+            "--prefix-cache-tokens: expected a number of tokens >= 0",
+        ),
         (["--sessions", "chat:turns=0", "--rates", "1"], "turns must be >= 1"),
         (["--sessions", "chat", "--scales", "2"], "--sessions needs --rates"),
         (
