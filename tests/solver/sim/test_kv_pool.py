@@ -211,7 +211,7 @@ def test_a_context_no_gpu_can_hold_is_refused(latency: StepLatency) -> None:
 )
 def test_bad_kv_settings_are_refused(kwargs: dict[str, object], message: str) -> None:
     with pytest.raises(InvalidSimConfig, match=message):
-        FleetConfig(**kwargs)  # type: ignore[arg-type]
+        FleetConfig(**kwargs)  # type: ignore[arg-type]  # bad values on purpose
 
 
 # --- unlimited capacity is the simulator as it was ------------------------------------------------
