@@ -157,7 +157,8 @@ def test_sessions_run_over_the_profiles_prefix_caches(
     profile = dataclasses.replace(make_profile(), kv_capacity_tokens=200_000)
     path = save_profile_json(profile, tmp_path / "synthetic.json")
     out = tmp_path / "bench.json"
-    args = ["--profile", str(path), "--sessions", "chat:sessions=300,turns=4,max_context=1500", "--loads", "2"]
+    spec = "chat:sessions=300,turns=4,max_context=1500"
+    args = ["--profile", str(path), "--sessions", spec, "--loads", "2"]
     assert main([*args, "--allow-extrapolation", "--json", str(out)]) == 0
     assert "multi-turn sessions" in capsys.readouterr().err
     (block,) = json.loads(out.read_text())["blocks"]
