@@ -28,7 +28,7 @@ from pathlib import Path
 
 import httpx
 
-from bench.proxy_client import ProxyProcess, Timed, quantile, timed_stream
+from bench.proxy_client import ProxyProcess, Timed, quantile, session, timed_stream
 
 BAR_MS = 1.0
 
@@ -45,8 +45,7 @@ async def _measure(
     rng = random.Random(7)
     direct: list[Timed] = []
     proxied: list[Timed] = []
-    limits = httpx.Limits(max_keepalive_connections=4)
-    async with httpx.AsyncClient(timeout=120, limits=limits) as client:
+    async with session(connections=4, timeout_s=120) as client:
         for i in range(args.warmup + args.requests):
             order = [(direct_url, direct), (proxy_url, proxied)]
             if i % 2:

@@ -28,11 +28,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-import httpx
 import numpy as np
 from prometheus_client.parser import text_string_to_metric_families
 
-from bench.proxy_client import ProxyProcess, Timed, quantile, timed_stream
+from bench.proxy_client import ProxyProcess, Timed, quantile, session, timed_stream
 from bench.proxy_fit import measure, params_of
 from solver.sim.trace import read_trace
 from solver.sim.workload import LengthDistribution, Workload, poisson_workload
@@ -71,7 +70,7 @@ async def replay(
 ) -> tuple[list[Timed], float]:
     scaled = w.at_rate(rate)
     started = time.perf_counter()
-    async with httpx.AsyncClient(timeout=600, limits=httpx.Limits(max_connections=1024)) as client:
+    async with session() as client:
 
         async def one(i: int) -> Timed:
             delay = float(scaled.arrival_s[i]) - (time.perf_counter() - started)

@@ -21,10 +21,10 @@ import statistics
 from datetime import UTC, datetime
 from typing import Any
 
-import httpx
+import aiohttp
 import numpy as np
 
-from bench.proxy_client import timed_stream
+from bench.proxy_client import session, timed_stream
 
 PREFILL_LENGTHS = (64, 256, 512, 1024, 2048)
 DECODE_BATCHES = (1, 4, 8)
@@ -34,7 +34,7 @@ def _prompt(rng: random.Random, n: int) -> list[int]:
     return [rng.randrange(1, 31_000) for _ in range(n)]
 
 
-async def _ttft(client: httpx.AsyncClient, url: str, prompt: list[int], max_tokens: int = 1) -> float:
+async def _ttft(client: aiohttp.ClientSession, url: str, prompt: list[int], max_tokens: int = 1) -> float:
     body = {"prompt": prompt, "max_tokens": max_tokens, "ignore_eos": True, "return_token_ids": True}
     t = await timed_stream(client, f"{url}/v1/completions", body)
     if not t.ok:
@@ -46,7 +46,7 @@ async def measure(
     prefill_url: str, decode_url: str, kv_bytes_per_token: int, repeats: int = 3
 ) -> dict[str, Any]:
     rng = random.Random(11)
-    async with httpx.AsyncClient(timeout=300) as client:
+    async with session(timeout_s=300) as client:
         await _ttft(client, decode_url, _prompt(rng, 64))  # warm-up
         prefill = {
             n: statistics.median([await _ttft(client, decode_url, _prompt(rng, n)) for _ in range(repeats)])
@@ -65,12 +65,11 @@ async def measure(
         extra: list[float] = []
         for n in (511, 2047):  # prompt + first token is not a block multiple
             prompt = _prompt(rng, n)
-            answer = (
-                await client.post(
-                    f"{prefill_url}/v1/completions",
-                    json={"prompt": prompt, "max_tokens": 1, "return_token_ids": True},
-                )
-            ).json()
+            async with client.post(
+                f"{prefill_url}/v1/completions",
+                json={"prompt": prompt, "max_tokens": 1, "return_token_ids": True},
+            ) as response:
+                answer = await response.json()
             token = answer["choices"][0]["token_ids"][0]
             extra.append(max(0.1, await _ttft(client, decode_url, [*prompt, token]) - steps[1]) / (n + 1))
     slope, intercept = np.polyfit(list(prefill), list(prefill.values()), 1)

@@ -1,7 +1,7 @@
 """The proxy's application factory.
 
 ``create_proxy_app(settings)`` builds everything from injected settings, registry, clocks and
-(optionally) an httpx client: the params store (the service's loader, model and reload), the
+(optionally) an aiohttp client session: the params store (the service's loader, model and reload), the
 engine scraper, the ledger, the decider, the relay and the learners. The lifespan starts the
 scraper and the params watcher and owns the upstream client unless one was injected. Run it with
 ``pdroute proxy`` (one process: the ledger is per process).
@@ -15,7 +15,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable
 
-import httpx
+import aiohttp
 from fastapi import FastAPI, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, disable_created_metrics, generate_latest
 
@@ -34,7 +34,7 @@ from pdroute_proxy.observe import Observer
 from pdroute_proxy.relay import Relay
 from pdroute_proxy.settings import ProxySettings
 from pdroute_proxy.tokenize import Tokenizer
-from pdroute_proxy.upstream import UpstreamError, api_base, get_json
+from pdroute_proxy.upstream import UpstreamError, api_base, get_json, session, timeouts
 
 log = logging.getLogger("pdroute.proxy")
 
@@ -49,7 +49,7 @@ def create_proxy_app(
     registry: CollectorRegistry | None = None,
     clock: Callable[[], float] = time.time,
     monotonic: Callable[[], float] = time.monotonic,
-    client: httpx.AsyncClient | None = None,
+    client: aiohttp.ClientSession | None = None,
 ) -> FastAPI:
     """The proxy app; raises ``InvalidParams``, ``InvalidEngines`` or ``NoEnginesFile`` now."""
     registry = registry if registry is not None else CollectorRegistry()
@@ -71,26 +71,19 @@ def create_proxy_app(
     calibration = calibration_from_settings(settings, clock) if settings.calibration_enabled else None
     output_learning = output_learning_from_settings(settings, clock)
     decider = Decider(settings, store, ledger, scraper, monotonic, calibration, output_learning)
-    holder: dict[str, httpx.AsyncClient] = {}
+    holder: dict[str, aiohttp.ClientSession] = {}
 
-    def upstream_client() -> httpx.AsyncClient:
+    def upstream_client() -> aiohttp.ClientSession:
         return holder["client"]
 
     relay = Relay(settings, lambda: scraper.fleet, decider, ledger, metrics, upstream_client, monotonic)
-    short = httpx.Timeout(settings.read_timeout_s, connect=settings.connect_timeout_s)
+    short = timeouts(settings.read_timeout_s, settings.connect_timeout_s)
     tokenizer = Tokenizer(lambda: scraper.fleet, ledger, upstream_client, monotonic, short)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         owned = client is None
-        holder["client"] = (
-            client
-            if client is not None
-            else httpx.AsyncClient(
-                limits=httpx.Limits(max_connections=4096, max_keepalive_connections=256),
-                follow_redirects=False,
-            )
-        )
+        holder["client"] = client if client is not None else session()
         tasks = [asyncio.create_task(scraper.run())]
         if settings.watch_params:
             tasks.append(
@@ -114,7 +107,7 @@ def create_proxy_app(
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
             if owned:
-                await holder["client"].aclose()
+                await holder["client"].close()
 
     app = FastAPI(title="pdroute proxy", version="0.1.0", lifespan=lifespan)
     app.state.settings = settings

@@ -19,7 +19,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
+import aiohttp
 
 from app.engines.config import Fleet
 from pdroute_core.routing import COLLOCATED, DISAGGREGATED, Decision
@@ -30,7 +30,7 @@ from pdroute_proxy.handoff import Handoff, decode_request, prefill_request
 from pdroute_proxy.ledger import Ledger
 from pdroute_proxy.metrics import ProxyMetrics
 from pdroute_proxy.settings import ProxySettings
-from pdroute_proxy.upstream import Event, UpstreamError, api_base, post_json, stream
+from pdroute_proxy.upstream import Event, UpstreamError, api_base, post_json, stream, timeouts
 
 
 @dataclass
@@ -74,7 +74,7 @@ class Relay:
         decider: Decider,
         ledger: Ledger,
         metrics: ProxyMetrics,
-        client: Callable[[], httpx.AsyncClient],
+        client: Callable[[], aiohttp.ClientSession],
         monotonic: Callable[[], float],
     ) -> None:
         self.settings = settings
@@ -84,8 +84,8 @@ class Relay:
         self.metrics = metrics
         self.client = client
         self.monotonic = monotonic
-        self.decode_timeout = httpx.Timeout(settings.read_timeout_s, connect=settings.connect_timeout_s)
-        self.prefill_timeout = httpx.Timeout(settings.prefill_timeout_s, connect=settings.connect_timeout_s)
+        self.decode_timeout = timeouts(settings.read_timeout_s, settings.connect_timeout_s)
+        self.prefill_timeout = timeouts(settings.prefill_timeout_s, settings.connect_timeout_s)
 
     def decode_ids(self) -> tuple[str, ...]:
         fleet = self.fleet()

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import httpx
+import aiohttp
 
 from app.engines.config import Fleet
 from pdroute_proxy.errors import BadRequest, NoEngine
@@ -27,9 +27,9 @@ class Tokenizer:
         self,
         fleet: Callable[[], Fleet],
         ledger: Ledger,
-        client: Callable[[], httpx.AsyncClient],
+        client: Callable[[], aiohttp.ClientSession],
         monotonic: Callable[[], float],
-        timeout: httpx.Timeout,
+        timeout: aiohttp.ClientTimeout,
     ) -> None:
         self.fleet = fleet
         self.ledger = ledger

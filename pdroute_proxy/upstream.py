@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
+import aiohttp
 import orjson
 
 MAX_ERROR_BODY_BYTES = 65_536
@@ -59,16 +59,40 @@ def _event(data: dict[str, Any]) -> Event:
     return Event(tuple(ids), text if isinstance(text, str) else "", choice.get("finish_reason"), data)
 
 
+def timeouts(read_s: float, connect_s: float) -> aiohttp.ClientTimeout:
+    """``connect_s`` to open a connection, ``read_s`` of silence at most between two reads."""
+    return aiohttp.ClientTimeout(total=None, connect=None, sock_connect=connect_s, sock_read=read_s)
+
+
+def session(limit: int = 4096) -> aiohttp.ClientSession:
+    """The proxy's connections to the engines (opened in its lifespan, on the running loop).
+
+    aiohttp rather than httpx on this path: its C parser adds about 0.1 ms to a streamed first
+    token over a raw socket where httpx adds about 0.5 ms (docs/proxy.md, "Overhead"). Lines
+    up to 16 MiB: an event with many tokens' logprobs stays one line."""
+    return aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(limit=limit, limit_per_host=0),
+        read_bufsize=1 << 24,
+        auto_decompress=False,
+        skip_auto_headers=("User-Agent",),
+    )
+
+
 def _transport_error(exc: Exception) -> UpstreamError:
-    if isinstance(exc, httpx.TimeoutException):
+    if isinstance(exc, TimeoutError):  # aiohttp's own timeouts are TimeoutErrors too
         return UpstreamError("timeout", f"no answer in time ({type(exc).__name__})")
-    if isinstance(exc, httpx.ConnectError):
+    if isinstance(exc, aiohttp.ClientConnectorError):
         return UpstreamError("connect", f"cannot connect: {exc}")
     return UpstreamError("closed", f"connection lost: {type(exc).__name__}: {exc}")
 
 
+# What a call can raise besides UpstreamError: the transport's errors and its timeouts, and the
+# ValueError of a line longer than the read buffer.
+_TRANSPORT = (aiohttp.ClientError, TimeoutError, ValueError)
+
+
 async def stream(
-    client: httpx.AsyncClient, base_url: str, body: dict[str, Any], timeout: httpx.Timeout
+    client: aiohttp.ClientSession, base_url: str, body: dict[str, Any], timeout: aiohttp.ClientTimeout
 ) -> AsyncIterator[Event]:
     """Stream ``body`` (a completion request; ``stream`` and ``return_token_ids`` are set here)
     from ``base_url``: its events until ``[DONE]``. Raises ``UpstreamError`` on any failure,
@@ -76,31 +100,22 @@ async def stream(
     payload = {**body, "stream": True, "return_token_ids": True}
     payload["stream_options"] = {"include_usage": True}
     try:
-        async with client.stream(
-            "POST",
-            f"{base_url}/v1/completions",
-            content=orjson.dumps(payload),
-            timeout=timeout,
-            headers={"content-type": "application/json"},
+        async with client.post(
+            f"{base_url}/v1/completions", data=orjson.dumps(payload), timeout=timeout, headers=_JSON
         ) as response:
-            if response.status_code != 200:
-                chunks = []
-                size = 0
-                async for chunk in response.aiter_bytes():
-                    size += len(chunk)
-                    chunks.append(chunk)
-                    if size > MAX_ERROR_BODY_BYTES:
-                        break
-                cause = "http_5xx" if response.status_code >= 500 else "http_4xx"
+            if response.status != 200:
                 raise UpstreamError(
-                    cause, f"HTTP {response.status_code}", response.status_code, b"".join(chunks)
+                    "http_5xx" if response.status >= 500 else "http_4xx",
+                    f"HTTP {response.status}",
+                    response.status,
+                    await response.content.read(MAX_ERROR_BODY_BYTES),
                 )
             is_done = False
-            async for line in response.aiter_lines():  # read to the end: the connection is then reused
-                if is_done or not line.startswith("data:"):
+            async for line in response.content:  # read to the end: the connection is then reused
+                if is_done or not line.startswith(b"data:"):
                     continue
                 data = line[5:].strip()
-                if data == "[DONE]":
+                if data == b"[DONE]":
                     is_done = True
                     continue
                 try:
@@ -114,41 +129,42 @@ async def stream(
                 yield _event(parsed)
     except UpstreamError:
         raise
-    except httpx.TransportError as exc:
+    except _TRANSPORT as exc:
         raise _transport_error(exc) from None
     if not is_done:
         raise UpstreamError("closed", "the stream ended without [DONE]")
 
 
+_JSON = {"content-type": "application/json"}
+
+
 async def post_json(
-    client: httpx.AsyncClient, url: str, body: dict[str, Any], timeout: httpx.Timeout
+    client: aiohttp.ClientSession, url: str, body: dict[str, Any], timeout: aiohttp.ClientTimeout
 ) -> dict[str, Any]:
     """POST ``body`` to ``url`` and return its JSON object (``UpstreamError`` otherwise)."""
     try:
-        response = await client.post(
-            url, content=orjson.dumps(body), timeout=timeout, headers={"content-type": "application/json"}
-        )
-    except httpx.TransportError as exc:
+        async with client.post(url, data=orjson.dumps(body), timeout=timeout, headers=_JSON) as response:
+            return _json_object(response.status, await response.read())
+    except _TRANSPORT as exc:
         raise _transport_error(exc) from None
-    return _json_object(response)
 
 
-async def get_json(client: httpx.AsyncClient, url: str, timeout: httpx.Timeout) -> dict[str, Any]:
+async def get_json(client: aiohttp.ClientSession, url: str, timeout: aiohttp.ClientTimeout) -> dict[str, Any]:
     """GET ``url``'s JSON object (``UpstreamError`` otherwise)."""
     try:
-        response = await client.get(url, timeout=timeout)
-    except httpx.TransportError as exc:
+        async with client.get(url, timeout=timeout) as response:
+            return _json_object(response.status, await response.read())
+    except _TRANSPORT as exc:
         raise _transport_error(exc) from None
-    return _json_object(response)
 
 
-def _json_object(response: httpx.Response) -> dict[str, Any]:
+def _json_object(status: int, content: bytes) -> dict[str, Any]:
     """A 200 answer's JSON object, or the ``UpstreamError`` that says what it was instead."""
-    if response.status_code != 200:
-        cause = "http_5xx" if response.status_code >= 500 else "http_4xx"
-        raise UpstreamError(cause, f"HTTP {response.status_code}", response.status_code, response.content)
+    if status != 200:
+        cause = "http_5xx" if status >= 500 else "http_4xx"
+        raise UpstreamError(cause, f"HTTP {status}", status, content)
     try:
-        parsed = orjson.loads(response.content)
+        parsed = orjson.loads(content)
     except orjson.JSONDecodeError:
         raise UpstreamError("protocol", "an answer that is not JSON") from None
     if not isinstance(parsed, dict):
