@@ -14,8 +14,10 @@ from typing import Any
 
 import aiohttp
 import orjson
+from aiohttp.http_exceptions import HttpProcessingError
 
 MAX_ERROR_BODY_BYTES = 65_536
+READ_BUFFER_BYTES = 1 << 24  # the longest event line read (16 MiB)
 CAUSES = ("connect", "timeout", "http_5xx", "http_4xx", "closed", "protocol")
 
 
@@ -64,21 +66,23 @@ def timeouts(read_s: float, connect_s: float) -> aiohttp.ClientTimeout:
     return aiohttp.ClientTimeout(total=None, connect=None, sock_connect=connect_s, sock_read=read_s)
 
 
-def session(limit: int = 4096) -> aiohttp.ClientSession:
+def session(limit: int = 4096, line_bytes: int = READ_BUFFER_BYTES) -> aiohttp.ClientSession:
     """The proxy's connections to the engines (opened in its lifespan, on the running loop).
 
     aiohttp rather than httpx on this path: its C parser adds about 0.1 ms to a streamed first
     token over a raw socket where httpx adds about 0.5 ms (docs/proxy.md, "Overhead"). Lines
-    up to 16 MiB: an event with many tokens' logprobs stays one line."""
+    up to ``line_bytes``: an event with many tokens' logprobs stays one line."""
     return aiohttp.ClientSession(
         connector=aiohttp.TCPConnector(limit=limit, limit_per_host=0),
-        read_bufsize=1 << 24,
+        read_bufsize=line_bytes,
         auto_decompress=False,
         skip_auto_headers=("User-Agent",),
     )
 
 
 def _transport_error(exc: Exception) -> UpstreamError:
+    if isinstance(exc, HttpProcessingError):  # e.g. a line longer than the read buffer
+        return UpstreamError("protocol", f"a malformed answer: {type(exc).__name__}")
     if isinstance(exc, TimeoutError):  # aiohttp's own timeouts are TimeoutErrors too
         return UpstreamError("timeout", f"no answer in time ({type(exc).__name__})")
     if isinstance(exc, aiohttp.ClientConnectorError):
@@ -87,8 +91,8 @@ def _transport_error(exc: Exception) -> UpstreamError:
 
 
 # What a call can raise besides UpstreamError: the transport's errors and its timeouts, and the
-# ValueError of a line longer than the read buffer.
-_TRANSPORT = (aiohttp.ClientError, TimeoutError, ValueError)
+# parser's (a line longer than the read buffer is aiohttp's LineTooLong, not a ClientError).
+_TRANSPORT = (aiohttp.ClientError, TimeoutError, HttpProcessingError)
 
 
 async def stream(
