@@ -17,6 +17,8 @@ from typing import Any
 import aiohttp
 import httpx
 
+from pdroute_proxy.upstream import READ_BUFFER_BYTES
+
 
 @dataclass(frozen=True)
 class Timed:
@@ -39,7 +41,7 @@ def session(connections: int = 1024, timeout_s: float = 600.0) -> aiohttp.Client
     return aiohttp.ClientSession(
         connector=aiohttp.TCPConnector(limit=connections),
         timeout=aiohttp.ClientTimeout(total=timeout_s),
-        read_bufsize=1 << 24,
+        read_bufsize=READ_BUFFER_BYTES,  # the proxy's own limit on an event line
     )
 
 

@@ -1,10 +1,10 @@
 """The proxy's application factory.
 
 ``create_proxy_app(settings)`` builds everything from injected settings, registry, clocks and
-(optionally) an aiohttp client session: the params store (the service's loader, model and reload), the
-engine scraper, the ledger, the decider, the relay and the learners. The lifespan starts the
-scraper and the params watcher and owns the upstream client unless one was injected. Run it with
-``pdroute proxy`` (one process: the ledger is per process).
+(optionally) an aiohttp client session: the params store (the service's loader, model and
+reload), the engine scraper, the ledger, the decider, the relay and the learners. The lifespan
+starts the scraper and the params watcher and owns the upstream client unless one was injected.
+Run it with ``pdroute proxy`` (one process: the ledger is per process).
 """
 
 from __future__ import annotations

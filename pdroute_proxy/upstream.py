@@ -19,6 +19,7 @@ from aiohttp.http_exceptions import HttpProcessingError
 MAX_ERROR_BODY_BYTES = 65_536
 READ_BUFFER_BYTES = 1 << 24  # the longest event line read (16 MiB)
 CAUSES = ("connect", "timeout", "http_5xx", "http_4xx", "closed", "protocol")
+_JSON = {"content-type": "application/json"}
 
 
 class UpstreamError(Exception):
@@ -108,12 +109,7 @@ async def stream(
             f"{base_url}/v1/completions", data=orjson.dumps(payload), timeout=timeout, headers=_JSON
         ) as response:
             if response.status != 200:
-                raise UpstreamError(
-                    "http_5xx" if response.status >= 500 else "http_4xx",
-                    f"HTTP {response.status}",
-                    response.status,
-                    await response.content.read(MAX_ERROR_BODY_BYTES),
-                )
+                raise _status_error(response.status, await _error_body(response))
             is_done = False
             async for line in response.content:  # read to the end: the connection is then reused
                 if is_done or not line.startswith(b"data:"):
@@ -139,9 +135,6 @@ async def stream(
         raise UpstreamError("closed", "the stream ended without [DONE]")
 
 
-_JSON = {"content-type": "application/json"}
-
-
 async def post_json(
     client: aiohttp.ClientSession, url: str, body: dict[str, Any], timeout: aiohttp.ClientTimeout
 ) -> dict[str, Any]:
@@ -162,11 +155,27 @@ async def get_json(client: aiohttp.ClientSession, url: str, timeout: aiohttp.Cli
         raise _transport_error(exc) from None
 
 
+def _status_error(status: int, body: bytes) -> UpstreamError:
+    """The failure of an answer with HTTP ``status`` other than 200, keeping its ``body``."""
+    return UpstreamError("http_5xx" if status >= 500 else "http_4xx", f"HTTP {status}", status, body)
+
+
+async def _error_body(response: aiohttp.ClientResponse) -> bytes:
+    """An error answer's body, its first ``MAX_ERROR_BODY_BYTES`` (``read(n)`` returns what has
+    arrived, so it is read until the end or the limit)."""
+    body = bytearray()
+    while len(body) < MAX_ERROR_BODY_BYTES:
+        chunk = await response.content.read(MAX_ERROR_BODY_BYTES - len(body))
+        if not chunk:
+            break
+        body += chunk
+    return bytes(body)
+
+
 def _json_object(status: int, content: bytes) -> dict[str, Any]:
     """A 200 answer's JSON object, or the ``UpstreamError`` that says what it was instead."""
     if status != 200:
-        cause = "http_5xx" if status >= 500 else "http_4xx"
-        raise UpstreamError(cause, f"HTTP {status}", status, content)
+        raise _status_error(status, content)
     try:
         parsed = orjson.loads(content)
     except orjson.JSONDecodeError:
