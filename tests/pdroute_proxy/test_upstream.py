@@ -154,3 +154,25 @@ def test_an_answer_that_is_not_a_json_object_is_protocol() -> None:
             return await get_json(client, f"{base}/v1/models", timeouts(5.0, 1.0))
 
     assert _cause(_with_server(handler, call)) == "protocol"
+
+
+def test_an_error_body_that_arrives_in_pieces_is_read_whole() -> None:
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await _read_request(reader)
+        writer.write(b'HTTP/1.1 500 Oops\r\ncontent-length: 12\r\n\r\n{"error":')
+        await writer.drain()
+        await asyncio.sleep(0.05)
+        writer.write(b" 1}")
+        await writer.drain()
+
+    async def call(base: str) -> UpstreamError:
+        async with session() as client:
+            try:
+                async for _ in stream(client, base, {"prompt": [1]}, timeouts(5.0, 1.0)):
+                    pass
+            except UpstreamError as exc:
+                return exc
+        raise AssertionError("no error")
+
+    exc = asyncio.run(_with_server(handler, call))
+    assert (exc.cause, exc.body) == ("http_5xx", b'{"error": 1}')
