@@ -105,6 +105,7 @@ def create_app(
         harm_weight=settings.harm_weight,
         slo_margin=settings.slo_margin,
         objective=settings.objective,
+        first_token=settings.first_token,
     )
     metrics = Metrics(registry)
     metrics.set_params(store.current, clock)

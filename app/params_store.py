@@ -19,7 +19,12 @@ from pdroute_core.errors import InvalidParams
 from pdroute_core.params import CostModelParams
 from pdroute_core.routing import AUTO, DecisionModel, build_model
 from pdroute_core.routing.objective import DEFAULT_OBJECTIVE, Objective
-from pdroute_core.routing.queue_aware import DEFAULT_HARM_WEIGHT, DEFAULT_SLO_MARGIN
+from pdroute_core.routing.queue_aware import (
+    DEFAULT_HARM_WEIGHT,
+    DEFAULT_SLO_MARGIN,
+    FIRST_TOKEN_DECODE,
+    FirstToken,
+)
 from solver.params import load_params, save_params
 
 log = logging.getLogger("pdroute.params")
@@ -93,12 +98,14 @@ class ParamsStore:
         harm_weight: float = DEFAULT_HARM_WEIGHT,
         slo_margin: float = DEFAULT_SLO_MARGIN,
         objective: Objective = DEFAULT_OBJECTIVE,
+        first_token: FirstToken = FIRST_TOKEN_DECODE,
     ) -> None:
         self.path = path
         self.model_name = model_name  # a name of pdroute_core.routing.registry, or "auto"
         self.harm_weight = harm_weight
         self.slo_margin = slo_margin
         self.objective = objective
+        self.first_token = first_token
         self.last_good_path = last_good_path
         self._clock = clock
         self._lock = threading.Lock()  # serialises reloads; readers never take it
@@ -123,6 +130,7 @@ class ParamsStore:
                 harm_weight=self.harm_weight,
                 slo_margin=self.slo_margin,
                 objective=self.objective,
+                first_token=self.first_token,
             )
         except InvalidParams as exc:
             raise InvalidParams(f"{path}: {exc}") from None

@@ -110,6 +110,12 @@ class Settings(BaseSettings):
         "goodput (the most requests within their targets) or latency; a request may override it "
         "(docs/api.md)",
     )
+    first_token: Literal["decode-engine", "prefill-engine"] = Field(
+        default="decode-engine",
+        description="queue-aware: where the gateway's client reads a disaggregated request's first "
+        "token: decode-engine (the decode engine streams every token, as vLLM's P/D proxy and "
+        "Dynamo do) or prefill-engine (the gateway streams the prefill engine's token first)",
+    )
     default_ttft_slo_ms: float | None = _default_target_ms("TTFT")
     default_tpot_slo_ms: float | None = _default_target_ms("TPOT")
     watch_params: bool = Field(default=True, description="reload when the params file changes on disk")

@@ -65,14 +65,22 @@ def contributions(model: QueueAwareModel, x: RouteInputs, path: Decision) -> Con
     v = resolve(x)
     if path == DISAGGREGATED:
         dis = model.disaggregated(v)
-        ttft = {
-            "queue_wait": dis.raw_wait,
-            "prefill": dis.prefill,
+        gap = {
             "transfer": dis.transfer,
-            "decode": dis.first_steps,  # the decode engine's steps to the first token
+            "decode": dis.first_steps,  # the decode engine's steps to its first token
             "chunk": dis.first_chunks,
         }
-        return Contributions(path, ttft, _tpot_terms(dis.tpot), x.predicted_output_len)
+        tpot = _tpot_terms(dis.tpot)
+        if not model.is_prefill_token:
+            ttft = {"queue_wait": dis.raw_wait, "prefill": dis.prefill, **gap}
+            return Contributions(path, ttft, tpot, x.predicted_output_len)
+        # The client's first token is the prefill engine's; the gap to the decode engine's comes
+        # before its second, spread over the O - 1 gaps of its TPOT.
+        if v.predicted_output_len > 1.0:
+            D = v.predicted_output_len - 1.0
+            tpot = {k: tpot.get(k, 0.0) + gap.get(k, 0.0) / D for k in ("decode", "chunk", "transfer")}
+        ttft = {"queue_wait": dis.raw_wait, "prefill": dis.prefill}
+        return Contributions(path, ttft, tpot, x.predicted_output_len)
     col = model.collocated(v)
     busy = v.system_load > 0.0  # else prefill-only steps on an idle GPU
     if busy:
@@ -134,4 +142,5 @@ def calibrated_model(model: QueueAwareModel, k: Corrections) -> QueueAwareModel:
         slo_margin=model.slo_margin,
         queue_wait_scale=k.queue_wait,
         objective=model.objective,
+        first_token=model.first_token,
     )

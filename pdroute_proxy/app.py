@@ -26,6 +26,7 @@ from app.metrics.service import Metrics
 from app.params_store import ParamsStore
 from app.reload import watch_params_file
 from pdroute_core.errors import PdrouteError
+from pdroute_core.routing.queue_aware import FIRST_TOKEN_PREFILL
 from pdroute_proxy import api, responses
 from pdroute_proxy.decision import Decider
 from pdroute_proxy.ledger import Ledger
@@ -60,6 +61,8 @@ def create_proxy_app(
         model_name=settings.decision_model,
         harm_weight=settings.harm_weight,
         slo_margin=settings.slo_margin,
+        objective=settings.objective,
+        first_token=FIRST_TOKEN_PREFILL,  # the proxy streams the prefill engine's token first
     )
     service_metrics = Metrics(registry)  # the params and reload series, shared with the service
     service_metrics.set_params(store.current, clock)

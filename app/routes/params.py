@@ -63,6 +63,7 @@ async def get_params(
         harm_weight=store.harm_weight,  # what the served model was built with
         slo_margin=store.slo_margin,
         objective=store.objective,
+        first_token=store.first_token,
         default_output_len=settings.default_output_len,
         default_output_len_by_prompt=settings.output_len_defaults().to_json(),
         default_ttft_slo_ms=settings.default_ttft_slo_ms,

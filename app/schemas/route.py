@@ -211,6 +211,10 @@ class ParamsResponse(BaseModel):
     objective: Literal["latency", "goodput"] = Field(
         default="latency", description="queue-aware: the objective when a request names none"
     )
+    first_token: Literal["decode-engine", "prefill-engine"] = Field(
+        default="decode-engine",
+        description="queue-aware: where the clients read a disaggregated request's first token",
+    )
     default_output_len: int = Field(description="predicted_output_len when a request omits it")
     default_output_len_by_prompt: list[list[int]] = Field(
         default_factory=list,

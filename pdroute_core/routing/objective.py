@@ -8,11 +8,13 @@ Objectives:
 - ``goodput``: the most requests within their targets. Past capacity a request that no path
   can serve in time is lost either way; what it can still change is how many others make
   theirs. So its budgets count only the victims the model predicts still on time: the running
-  decodes of a GPU whose predicted TPOT is within the target, the prefills queued on the pool
-  while the pool's predicted wait (with the decode engine's first steps) is within the TTFT
-  target. A pool whose wait alone is past the target cannot lose more goodput by one more
-  late request: the late ones go there, and the GPUs that still serve in time keep doing so.
-  Requests that some path serves in time are decided as under ``latency``.
+  decodes of a GPU whose predicted decode steps are within the target (later prompts' chunks
+  aside: those stop when prompts go elsewhere), the prefills queued on the pool while the pool's
+  predicted wait (with the decode engine's first steps) is within the TTFT target. A pool whose
+  wait alone is past the target cannot lose more goodput by one more late request: the late
+  ones go there, and the GPUs that still serve in time keep doing so. Requests that both paths
+  serve in time are decided as under ``latency``, except that a collocation whose chunks would
+  make the decodes running beside it late is not taken (``pdroute_core.routing.queue_aware``).
 
 Admission (both objectives, from the chosen path's predicted lateness ``r = max(TTFT /
 ttft_slo, TPOT / tpot_slo)``, 0 without targets):

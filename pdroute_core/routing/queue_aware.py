@@ -52,16 +52,24 @@ Disaggregated (a prefill GPU, then the KV cache over the link)::
     t = T_P(Q / q) if q > 0 else T_P(L)                        mean prefill ahead
     t_run = T_P(Y / r) if Y is reported and r > 0 else t       the prefills in progress
     W = t_run / (G + 1) [if r >= G]  +  q * t / G               wait for a prefill GPU
-    F_d = s(B' + 1, K' + L) + 1.5 * (s(B', K') + f(c_B', B') [if P' > 0])  [the bracket if B' > 0 or P' > 0]
+    F_d = s(B' + 1, K' + L) + 1.5 * s(B', K') + min(1.5 f(c_B', B'), f(P', B')) [if P' > 0]
+          (all but the first term only if B' > 0 or P' > 0)
     TTFT_d = W + T_P(L) + (L - h) * bytes_per_token / bandwidth + F_d
     P_left = max(0, P' - c_d * TTFT_d / (s' + f'))    s' = s(B' + 1, K' + L + O/2), f' = f(c_d, B' + 1)
     TPOT_d = min((s' + min(1, P_left / D / c_d) * f') / (1 - rho'), s' + f')   D = max(1, O - 1)
     c_d = c_(B' + 1): the chunk beside the request and the B' decodes
 
-The first token is the decode engine's (what a client reading it sees): the engine admits the
-request at its next step boundary (half a step away on average), sees the KV at the boundary
-after (one step of its B' decodes, with a chunk when prompts are pending there), and its first
-decode step, with the request in it, makes the token: ``F_d``. An idle decode GPU starts at once.
+With ``first_token = "decode-engine"`` (the default: a client reading the decode engine, as
+vLLM's own P/D proxy and Dynamo stream it) the first token is the decode engine's: the engine
+admits the request at its next step boundary (half a step away on average), sees the KV at the
+boundary after (one step of its B' decodes, with a chunk when prompts are pending there: 1.5
+chunks, or all its P' pending tokens when fewer, ``min(1.5 f(c_B', B'), f(P', B'))``), and its
+first decode step, with the request in it, makes the token: ``F_d``. An idle decode GPU starts
+at once. With ``"prefill-engine"`` (a proxy that streams the prefill engine's token first, as
+``pdroute proxy`` does) the client's first token is the prefill's, ``TTFT_d = W + T_P(L)``, and
+the transfer and ``F_d`` come before its second: the TPOT it sees is
+``TPOT_d + (transfer + F_d) / (O - 1)``; the decode engine's timeline, and so ``E2E_d``, are
+the same.
     harm_d = q * T_P(L) / G  +  B' * (O - 1) * (decode_per_seq + decode_per_ctx * (L + O/2))
 
 ``T_P`` of the queue's mean prompt stands for the mean of their prefills; with an attention term
@@ -106,13 +114,30 @@ sent long prompts to the pool until 30 waited; comparing the paths' own lateness
 most of the goodput past capacity: docs/decision-model.md.) The reason code names the component
 that favoured the chosen path most (see ``REASONS``).
 
-The ``objective`` (``pdroute_core.routing.objective``) changes only this last case. Under
-``latency`` (the constructor's default: the model as before objectives, bit for bit) every
-victim counts. Under ``goodput`` only the victims predicted still on time do: ``budget_c`` when
-the collocated TPOT is within its target, the pool's share when the pool's wait and the decode
-engine's first steps (``TTFT_d - T_P(L) - transfer``) are within the TTFT target, the decode
-GPU's share when ``TPOT_d`` is. Every answer also says how late the chosen path is predicted to
-be (``predicted_lateness_ms``) and what a gateway should do with it (``admission``).
+The ``objective`` (``pdroute_core.routing.objective``) changes two cases. Under ``latency``
+(the constructor's default: the model as before objectives, bit for bit) nothing changes: every
+victim counts. Under ``goodput``:
+
+- when both paths meet the targets, a collocation that would make the decodes beside it late
+  is not taken: when their predicted TPOT with its chunks' delay spread over their steps,
+  ``TPOT_c + (u f(c_B, B) / c_B + A) / D`` (this request's D standing for theirs, as in the
+  budgets), is past the feasible share of the target, the request is disaggregated (reason
+  ``less_harm``). Its own targets hold either way; theirs only one way. The decodes beside it
+  are the B running now and those that join while its chunks run (the model does not know the
+  arrival rate, and any load brings some: the test holds at ``B = 0`` too);
+- when neither does, only the victims predicted still on time count: ``budget_c`` when the
+  collocation GPU's steps are within the TPOT target, the pool's share when the pool's wait and
+  the decode engine's first steps (``TTFT_d - T_P(L) - transfer``) are within the TTFT target,
+  the decode GPU's share when its steps are. A GPU's steps are on time when ``s`` (with the
+  pending chunks of its own prompts, ``TpotTerms.pending``) is, later prompts' share ``rho``
+  aside: a GPU late only because prompts keep being chunked on it is not lost, it recovers as
+  soon as they go elsewhere. (Testing its full TPOT instead counted its decodes as lost exactly
+  when collocations had made it late, so one more collocation cost nothing: in a fleet whose
+  decode engine is also its collocation engine every request then collocated and the engine
+  never recovered, docs/proxy.md.)
+
+Every answer also says how late the chosen path is predicted to be (``predicted_lateness_ms``)
+and what a gateway should do with it (``admission``).
 
 Defaults chosen in the simulator (docs/decision-model.md): ``w = 0`` (at the usual targets
 any harm weight only moves latency into the tail; with a tight TPOT target ``w = 1`` keeps
@@ -137,7 +162,7 @@ are in ``queue_aware_forms``, the answers in ``queue_aware_breakdown``, the reas
 from __future__ import annotations
 
 import math
-from typing import Generic, NamedTuple, TypeVar
+from typing import Generic, Literal, NamedTuple, TypeVar
 
 import numpy as np
 
@@ -153,6 +178,7 @@ from pdroute_core.routing.queue_aware_breakdown import (
 from pdroute_core.routing.queue_aware_forms import QueueAwareForms, TpotTerms
 from pdroute_core.routing.queue_aware_reasons import (
     COMPONENT_REASON,
+    REASON_HARM,
     REASON_SLO_NONE,
     REASON_SLO_ONLY,
 )
@@ -165,6 +191,20 @@ from pdroute_core.routing.types import COLLOCATED, DISAGGREGATED, FloatArray, Ro
 NAME = "queue-aware"
 DEFAULT_HARM_WEIGHT = 0.0
 DEFAULT_SLO_MARGIN = 0.1
+# Where a client reads a disaggregated request's first token (module docstring).
+FirstToken = Literal["decode-engine", "prefill-engine"]
+FIRST_TOKEN_DECODE: FirstToken = "decode-engine"
+FIRST_TOKEN_PREFILL: FirstToken = "prefill-engine"
+FIRST_TOKEN_SOURCES: tuple[FirstToken, ...] = (FIRST_TOKEN_DECODE, FIRST_TOKEN_PREFILL)
+
+
+def parse_first_token(value: str) -> FirstToken:
+    """``value`` as a first-token source; ``ValueError`` naming the accepted ones otherwise."""
+    for source in FIRST_TOKEN_SOURCES:
+        if value == source:
+            return source
+    raise ValueError(f"first_token: expected one of {', '.join(FIRST_TOKEN_SOURCES)}, got {value!r}")
+
 
 V = TypeVar("V", float, FloatArray)
 
@@ -199,9 +239,11 @@ class Disaggregated(NamedTuple, Generic[V]):
     remote: V  # prefill + transfer
     first_steps: V  # the decode engine's steps to the first token: boundaries and its first step
     first_chunks: V  # the chunks those boundary steps carry (the decode GPU's pending prompts)
-    ttft: V
-    tpot: TpotTerms[V]
+    ttft: V  # the first token the client reads (``first_token``)
+    tpot: TpotTerms[V]  # the decode engine's steps
     e2e: V
+    seen_tpot: V  # the TPOT the client sees: ``tpot.tpot``, and the gap to the decode engine's token
+    queued: V  # TTFT less the request's own prefill and transfer: the wait (and first steps)
 
 
 def _pressure(predicted_ms: float, target_ms: float) -> float:
@@ -222,7 +264,7 @@ def _terms(col: Collocated[V], dis: Disaggregated[V], harm: tuple[V, V], cost: t
         "ttft_collocated_ms": col.ttft,
         "ttft_disaggregated_ms": dis.ttft,
         "tpot_collocated_ms": col.tpot.tpot,
-        "tpot_disaggregated_ms": dis.tpot.tpot,
+        "tpot_disaggregated_ms": dis.seen_tpot,
         "local_backlog_ms": col.backlog,
         "local_prefill_ms": col.own,
         "chunk_steps": col.n,
@@ -249,6 +291,7 @@ class QueueAwareModel:
         slo_margin: float = DEFAULT_SLO_MARGIN,
         queue_wait_scale: float = 1.0,
         objective: str = obj.LATENCY,
+        first_token: str = FIRST_TOKEN_DECODE,
     ) -> None:
         if params.queue_aware is None:
             raise ValueError("these params carry no queue-aware forms (schema version 1)")
@@ -258,6 +301,8 @@ class QueueAwareModel:
             raise ValueError(f"slo_margin: expected a number in [0, 1), got {slo_margin!r}")
         if not (math.isfinite(queue_wait_scale) and queue_wait_scale > 0):
             raise ValueError(f"queue_wait_scale: expected a finite number > 0, got {queue_wait_scale!r}")
+        self.first_token = parse_first_token(first_token)
+        self.is_prefill_token = first_token == FIRST_TOKEN_PREFILL
         self.objective = obj.parse_objective(objective)
         self.is_goodput = self.objective == obj.GOODPUT
         self.params = params
@@ -283,6 +328,7 @@ class QueueAwareModel:
                 slo_margin=self.slo_margin,
                 queue_wait_scale=self.queue_wait_scale,
                 objective=objective,
+                first_token=self.first_token,
             )
             self._variants[objective] = variant
         return variant
@@ -386,8 +432,8 @@ class QueueAwareModel:
         first_chunks = 0.0
         if Bd > 0.0 or Pd > 0.0:
             first_steps += 1.5 * fm.step_ms(Bd, Kd)
-            if Pd > 0.0:
-                first_chunks = 1.5 * fm.chunk_ms(max(1.0, c - Bd), Bd)
+            if Pd > 0.0:  # 1.5 chunks, or every pending token when fewer are pending
+                first_chunks = min(1.5 * fm.chunk_ms(max(1.0, c - Bd), Bd), fm.chunk_ms(Pd, Bd))
         ttft = wait + remote + first_steps + first_chunks
         batch, context = Bd + 1.0, Kd + L + 0.5 * out
         # The decode GPU prefills c_d = c - B' - 1 of its pending tokens per step while this request
@@ -397,8 +443,25 @@ class QueueAwareModel:
         left = max(0.0, Pd - cd * ttft / (step + chunk))
         tpot = fm.tpot(batch, context, left / max(1.0, out - 1.0), cd, v.decode_prefill_tokens_per_s)
         e2e = ttft + (out - 1.0) * tpot.tpot
+        seen_tpot, queued = tpot.tpot, ttft - remote
+        if self.is_prefill_token:  # the prefill engine's token first; the decode engine's next
+            gap = transfer + first_steps + first_chunks
+            ttft, queued = wait + t_prefill, wait
+            if out > 1.0:
+                seen_tpot = tpot.tpot + gap / (out - 1.0)
         return Disaggregated(
-            raw_wait, wait, t_prefill, transfer, remote, first_steps, first_chunks, ttft, tpot, e2e
+            raw_wait,
+            wait,
+            t_prefill,
+            transfer,
+            remote,
+            first_steps,
+            first_chunks,
+            ttft,
+            tpot,
+            e2e,
+            seen_tpot,
+            queued,
         )
 
     def disaggregated_many(self, v: Resolved[FloatArray]) -> Disaggregated[FloatArray]:
@@ -420,7 +483,11 @@ class QueueAwareModel:
         Bd, Kd, Pd = v.decode_batch_size, v.decode_context_tokens, v.decode_pending_prefill_tokens
         busy, pending = (Bd > 0.0) | (Pd > 0.0), Pd > 0.0
         first_steps = fm.step_ms(Bd + 1.0, Kd + L) + np.where(busy, 1.5 * fm.step_ms(Bd, Kd), 0.0)
-        first_chunks = np.where(busy & pending, 1.5 * fm.chunk_ms(np.maximum(1.0, c - Bd), Bd), 0.0)
+        first_chunks = np.where(
+            busy & pending,
+            np.minimum(1.5 * fm.chunk_ms(np.maximum(1.0, c - Bd), Bd), fm.chunk_ms(Pd, Bd)),
+            0.0,
+        )
         ttft = wait + remote + first_steps + first_chunks
         batch, context = Bd + 1.0, Kd + L + 0.5 * out
         cd = np.maximum(1.0, c - batch)
@@ -430,8 +497,25 @@ class QueueAwareModel:
             batch, context, left / np.maximum(1.0, out - 1.0), cd, v.decode_prefill_tokens_per_s
         )
         e2e = ttft + (out - 1.0) * tpot.tpot
+        seen_tpot, queued = tpot.tpot, ttft - remote
+        if self.is_prefill_token:
+            gap = transfer + first_steps + first_chunks
+            ttft, queued = wait + t_prefill, wait
+            with np.errstate(divide="ignore", invalid="ignore"):  # out = 1: not taken
+                seen_tpot = np.where(out > 1.0, tpot.tpot + gap / (out - 1.0), tpot.tpot)
         return Disaggregated(
-            raw_wait, wait, t_prefill, transfer, remote, first_steps, first_chunks, ttft, tpot, e2e
+            raw_wait,
+            wait,
+            t_prefill,
+            transfer,
+            remote,
+            first_steps,
+            first_chunks,
+            ttft,
+            tpot,
+            e2e,
+            seen_tpot,
+            queued,
         )
 
     # --- one request --------------------------------------------------------------------------
@@ -443,7 +527,7 @@ class QueueAwareModel:
         q, G = v.prefill_queue_requests, v.prefill_pool_gpus
         ttft_slo, tpot_slo = v.ttft_slo_ms, v.tpot_slo_ms
         w = self.harm_weight
-        tpot_c, tpot_d = col.tpot.tpot, dis.tpot.tpot
+        tpot_c, tpot_d = col.tpot.tpot, dis.seen_tpot
         slower = self.forms.decode_ms_per_seq + self.forms.decode_ms_per_context_token * (L + 0.5 * out)
         join = (out - 1.0) * slower  # a running decode's slower steps once this one joins
         # Harm is priced by how close its victims run to their targets (1 without a target).
@@ -458,7 +542,13 @@ class QueueAwareModel:
         late_c = max(col.ttft / ttft_slo, tpot_c / tpot_slo)
         late_d = max(dis.ttft / ttft_slo, tpot_d / tpot_slo)
         ok_c, ok_d = late_c <= self.feasible, late_d <= self.feasible
-        if ok_c and ok_d:
+        # The delay its chunks add to each running decode's every remaining step (D standing for theirs).
+        D = max(1.0, out - 1.0)
+        chunks = col.u * col.chunk / (col.chunk_tokens * D) + col.prefix_ms / D
+        if ok_c and ok_d and self.is_goodput and (tpot_c + chunks) / tpot_slo > self.feasible:
+            # Under goodput a collocation that would make the decodes beside it late loses.
+            is_disagg, reason, meets = True, REASON_HARM, True
+        elif ok_c and ok_d:
             # Costs within the model's own error of each other are equal: the lower TTFT wins.
             if abs(cost_d - cost_c) <= self.slo_margin * min(cost_c, cost_d):
                 is_disagg = dis.ttft < col.ttft
@@ -491,16 +581,14 @@ class QueueAwareModel:
             # Others' target budgets this request would use: each running decode's TPOT target
             # (the chunks' delay over D steps and the slower shared step), each prefill queued
             # behind it on the pool its TTFT target (the module docstring).
-            D = max(1.0, out - 1.0)
-            chunks = col.u * col.chunk / (col.chunk_tokens * D) + col.prefix_ms / D
             budget_c = B * (chunks + slower) / tpot_slo
             budget_d = q * dis.prefill / (G * ttft_slo) + Bd * slower / tpot_slo
             if self.is_goodput:  # only the victims still on time (pdroute_core.routing.objective)
-                queue_ttft = dis.ttft - dis.remote  # the wait and the decode engine's first steps
-                budget_c = obj.on_time(tpot_c, tpot_slo) * budget_c
-                budget_d = obj.on_time(queue_ttft, ttft_slo) * (
+                # A GPU's decodes are on time when its steps are, later prompts' chunks aside.
+                budget_c = obj.on_time(col.tpot.step + col.tpot.pending, tpot_slo) * budget_c
+                budget_d = obj.on_time(dis.queued, ttft_slo) * (
                     q * dis.prefill / (G * ttft_slo)
-                ) + obj.on_time(tpot_d, tpot_slo) * (Bd * slower / tpot_slo)
+                ) + obj.on_time(dis.tpot.step + dis.tpot.pending, tpot_slo) * (Bd * slower / tpot_slo)
             is_disagg, reason, meets = budget_d < budget_c, REASON_SLO_NONE, False
         ttft, ratio = (dis.ttft, late_d) if is_disagg else (col.ttft, late_c)
         values = {
@@ -526,7 +614,7 @@ class QueueAwareModel:
         q, G = v.prefill_queue_requests, v.prefill_pool_gpus
         ttft_slo, tpot_slo = v.ttft_slo_ms, v.tpot_slo_ms
         w = self.harm_weight
-        tpot_c, tpot_d = col.tpot.tpot, dis.tpot.tpot
+        tpot_c, tpot_d = col.tpot.tpot, dis.seen_tpot
         slower = self.forms.decode_ms_per_seq + self.forms.decode_ms_per_context_token * (L + 0.5 * out)
         join = (out - 1.0) * slower
         harm_c = _pressure_many(tpot_c, tpot_slo) * (
@@ -547,13 +635,16 @@ class QueueAwareModel:
         chunks = col.u * col.chunk / (col.chunk_tokens * D) + col.prefix_ms / D
         budget_c = B * (chunks + slower) / tpot_slo
         budget_d = q * dis.prefill / (G * ttft_slo) + Bd * slower / tpot_slo
+        spares = np.zeros(L.shape, dtype=bool)  # goodput: collocation would make its decodes late
         if self.is_goodput:
-            queue_ttft = dis.ttft - dis.remote
-            budget_c = obj.on_time_many(tpot_c, tpot_slo) * budget_c
-            budget_d = obj.on_time_many(queue_ttft, ttft_slo) * (
+            budget_c = obj.on_time_many(col.tpot.step + col.tpot.pending, tpot_slo) * budget_c
+            budget_d = obj.on_time_many(dis.queued, ttft_slo) * (
                 q * dis.prefill / (G * ttft_slo)
-            ) + obj.on_time_many(tpot_d, tpot_slo) * (Bd * slower / tpot_slo)
+            ) + obj.on_time_many(dis.tpot.step + dis.tpot.pending, tpot_slo) * (Bd * slower / tpot_slo)
+            spares = (tpot_c + chunks) / tpot_slo > self.feasible
         both, meets = ok_c & ok_d, ok_c | ok_d
+        spared = both & spares
+        by_cost = by_cost | spared
         is_disagg = np.where(both, by_cost, np.where(meets, ok_d, budget_d < budget_c))
         # The component favouring the chosen path most, the first of the largest (decide's loop).
         diffs = (
@@ -571,6 +662,7 @@ class QueueAwareModel:
             np.take(_COMPONENT_INDEX[DISAGGREGATED], best),
             np.take(_COMPONENT_INDEX[COLLOCATED], best),
         )
+        component = np.where(spared, REASONS.index(REASON_HARM), component)
         outside = np.where(meets, REASONS.index(REASON_SLO_ONLY), REASONS.index(REASON_SLO_NONE))
         terms = _terms(col, dis, (harm_c, harm_d), (cost_c, cost_d))
         terms["predicted_lateness_ms"] = obj.lateness_ms_many(

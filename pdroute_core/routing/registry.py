@@ -30,11 +30,13 @@ def build_model(
     harm_weight: float = queue_aware.DEFAULT_HARM_WEIGHT,
     slo_margin: float = queue_aware.DEFAULT_SLO_MARGIN,
     objective: str = LATENCY,
+    first_token: str = queue_aware.FIRST_TOKEN_DECODE,
 ) -> DecisionModel:
     """The model called ``name`` (or ``auto``: ``default_model_name``) on ``params``.
 
-    ``objective`` (``pdroute_core.routing.objective``) applies to the queue-aware model; the
-    design's model has no targets to optimise against and ignores it.
+    ``objective`` (``pdroute_core.routing.objective``) and ``first_token`` (where the client reads
+    a disaggregated request's first token) apply to the queue-aware model; the design's model
+    has neither and ignores them.
 
     Raises ``InvalidParams`` when the name is unknown or the params lack the model's forms.
     """
@@ -49,7 +51,11 @@ def build_model(
                 "refit them with `pdroute fit` or serve the design model"
             )
         return queue_aware.QueueAwareModel(
-            params, harm_weight=harm_weight, slo_margin=slo_margin, objective=objective
+            params,
+            harm_weight=harm_weight,
+            slo_margin=slo_margin,
+            objective=objective,
+            first_token=first_token,
         )
     raise InvalidParams(f"model {name!r}: unknown (one of {', '.join((AUTO, *MODEL_NAMES))})")
 

@@ -51,12 +51,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pdroute_core.routing.queue_aware import FIRST_TOKEN_SOURCES as QUEUE_AWARE_FIRST_TOKEN_SOURCES
 from solver.errors import InvalidSimConfig
 
 TOPOLOGIES = ("conditional", "pools")
 PREFILL_QUEUES = ("shared", "round-robin", "least-loaded")
 DEFAULT_PREFILL_QUEUE = {"conditional": "round-robin", "pools": "least-loaded"}
-FIRST_TOKEN_SOURCES = ("decode-engine", "prefill-engine")
+# Where a client reads a disaggregated request's first token: the decision model's own choices.
+FIRST_TOKEN_SOURCES = QUEUE_AWARE_FIRST_TOKEN_SOURCES
 PROFILE_CAPACITY = "profile"  # kv_capacity_tokens, prefix_cache_tokens: the profile's kv_capacity_tokens
 DECODE_CHOICES = ("least-loaded", "prefix-affinity")
 

@@ -10,6 +10,8 @@ import pytest
 from pydantic import ValidationError
 
 from app.settings import Settings
+from pdroute_client.served import ServedParams
+from pdroute_core.errors import InvalidParams
 from pdroute_core.routing import QueueAwareModel, RouteInputs
 from solver.params import load_params
 from tests.app.conftest import LiveServer
@@ -97,3 +99,57 @@ def test_a_bad_objective_is_a_422_naming_the_field(
 def test_a_bad_objective_setting_is_refused() -> None:
     with pytest.raises(ValidationError, match="objective"):
         Settings(objective="fast")  # type: ignore[arg-type]
+
+
+# A prompt beside 4 decodes and 3,000 pending tokens on an idle pool: both paths in time.
+BESIDE: dict[str, Any] = {
+    "prompt_len": 2000,
+    "predicted_output_len": 50,
+    "system_load": 4,
+    "decode_batch_size": 4,
+    "chunk_size": 512,
+    "pending_prefill_tokens": 3000,
+    "decode_pending_prefill_tokens": 3000,
+    "prefill_pool_gpus": 1,
+}
+
+
+@pytest.mark.parametrize("first_token", ["decode-engine", "prefill-engine"])
+def test_the_first_token_setting_is_served_and_shown_to_local_clients(
+    make_server: Callable[..., LiveServer], queue_aware_params_file: Path, first_token: str
+) -> None:
+    model = QueueAwareModel(
+        load_params(queue_aware_params_file), objective="goodput", first_token=first_token
+    )
+    expected = model.decide(RouteInputs(**BESIDE))
+    settings: dict[str, Any] = {} if first_token == "decode-engine" else {"first_token": first_token}
+    server = make_server(params_path=queue_aware_params_file, watch_params=False, **settings)
+    with server.client() as http:
+        params = http.get("/params").json()
+        answer = http.post("/route", json=BESIDE).json()
+    assert params["first_token"] == first_token  # decode-engine: the documented default
+    assert answer["breakdown"]["ttft_disaggregated_ms"] == expected.ttft_disaggregated_ms
+    assert answer["breakdown"]["tpot_disaggregated_ms"] == expected.tpot_disaggregated_ms
+    local = ServedParams.from_body(params).model
+    assert isinstance(local, QueueAwareModel) and local.first_token == first_token
+
+
+def test_a_bad_first_token_is_refused_by_the_settings_and_the_local_client(
+    queue_aware_params_file: Path,
+) -> None:
+    with pytest.raises(ValidationError, match="first_token"):
+        Settings(first_token="gateway")  # type: ignore[arg-type]
+    with pytest.raises(InvalidParams, match="first_token: expected one of decode-engine, prefill-engine"):
+        ServedParams.from_body({**_served_body(queue_aware_params_file), "first_token": "gateway"})
+
+
+def _served_body(path: Path) -> dict[str, Any]:
+    params = load_params(path)
+    return {
+        "params": params.to_dict(),
+        "params_id": params.params_id,
+        "model": "queue-aware",
+        "default_output_len": 200,
+        "harm_weight": 0.0,
+        "slo_margin": 0.1,
+    }

@@ -12,9 +12,12 @@ from app.engines.autofill import FleetSnapshot, Reading
 from app.engines.config import fleet_from
 from app.engines.sample import EngineSample
 from app.params_store import ParamsStore
+from pdroute_core.routing import QueueAwareModel
 from pdroute_proxy.decision import Decider
 from pdroute_proxy.ledger import Ledger
 from pdroute_proxy.settings import ProxySettings
+from tests.pdroute_proxy.conftest import start_proxy
+from tests.pdroute_proxy.fake_engine import FakeEngine
 
 FLEET = fleet_from(
     {
@@ -112,3 +115,20 @@ def test_ledger_orders_by_load_and_tries_engines_marked_down_last() -> None:
     ledger.mark_down("c", 0.0)
     assert ledger.by_load(["a", "b", "c"], 1.0) == ["a", "b", "c"]
     assert ledger.by_load(["a", "b", "c"], 6.0)[0] == "c"  # its time is up: tried again
+
+
+def test_the_proxys_model_predicts_the_first_token_it_streams(
+    tmp_path: Path, fakes: tuple[FakeEngine, FakeEngine], queue_aware_params_file: Path
+) -> None:
+    # The proxy streams the prefill engine's token first, whatever PDROUTE_FIRST_TOKEN says
+    # (that setting is the service's, for its gateway's clients); its objective is the setting.
+    proxy = start_proxy(
+        tmp_path, [fakes[0]], [fakes[1]], params_path=queue_aware_params_file, objective="latency",
+        first_token="decode-engine",
+    )  # fmt: skip
+    try:
+        model = proxy.app.state.store.current.model
+        assert isinstance(model, QueueAwareModel)
+        assert (model.first_token, model.objective) == ("prefill-engine", "latency")
+    finally:
+        proxy.stop()

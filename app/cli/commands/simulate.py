@@ -282,8 +282,12 @@ def run(args: argparse.Namespace) -> int:
                 raise UsageError(f"--slo-margin: expected a number in [0, 1), got {args.slo_margin}")
             if args.objective not in ("latency", "goodput"):
                 raise UsageError(f"--objective: expected latency or goodput, got {args.objective!r}")
-            queue_model = QueueAwareModel(
-                params, harm_weight=args.harm_weight, slo_margin=args.slo_margin, objective=args.objective
+            queue_model = QueueAwareModel(  # predicting the first token the simulated clients read
+                params,
+                harm_weight=args.harm_weight,
+                slo_margin=args.slo_margin,
+                objective=args.objective,
+                first_token=args.first_token,
             )
     if args.chunk_size is not None and args.max_num_batched_tokens is not None:
         raise UsageError("give --max-num-batched-tokens or --chunk-size (its older name), not both")

@@ -13,6 +13,7 @@ from pdroute_core.route_fields import CHOICES
 from pdroute_core.routing import RouteColumns, RouteInputs, build_model
 from pdroute_core.routing.objective import ADMISSIONS, OBJECTIVES, admission, lateness_ms, parse_objective
 from pdroute_core.routing.queue_aware import QueueAwareModel
+from pdroute_core.routing.resolve import resolve
 from tests.factories import qa_model, route_inputs_st
 
 # A long prompt that no path serves within 200 ms / 50 ms (its chunks beside 64 decodes take
@@ -58,11 +59,65 @@ def test_goodput_decides_as_latency_wherever_a_path_meets_the_targets(rows: list
     goodput = goodput_of(latency)
     for x in rows:
         a, b = latency.decide(x), goodput.decide(x)
-        if a.meets_slo:
-            assert dataclasses.replace(b, objective="latency") == a
+        if a.meets_slo and dataclasses.replace(b, objective="latency") != a:
+            # Both paths meet the targets, and a collocation would make the decodes beside it late.
+            assert b.meets_slo and (b.decision, b.reason) == ("disaggregated", "less_harm")
+            slo = x.tpot_slo_ms
+            assert slo is not None and (b.tpot_collocated_ms + _spread(x)) / slo > 0.9
+            assert a.ttft_collocated_ms / (x.ttft_slo_ms or math.inf) <= 0.9
         assert (a.predicted_lateness_ms, a.admission) == (b.predicted_lateness_ms, b.admission) or (
             a.decision != b.decision
         )
+
+
+def _spread(x: RouteInputs) -> float:
+    """The delay a collocation's chunks add to each decode beside it, per step: the model's own
+    path terms, spread over this request's D steps."""
+    col = qa_model(chunk_ms_per_token_sq=1e-5, chunk_ms_per_token_seq=2e-5).collocated(resolve(x))
+    D = max(1.0, x.predicted_output_len - 1.0)
+    return float(col.u * col.chunk / (col.chunk_tokens * D) + col.prefix_ms / D)
+
+
+# 4 decodes on the collocation GPU, a 4,000-token prompt in chunks of 252 (16 steps, each
+# 2.52 ms longer for them: 40 ms in all), 5 output tokens: 10 ms more per step of a decode's
+# 4, with its own step at 5.3 ms and a 12 ms TPOT target: it would be late beside this prompt.
+BESIDE = RouteInputs(4000, 5, 4, 4, 256, prefill_pool_gpus=1, ttft_slo_ms=2000.0, tpot_slo_ms=12.0)
+
+
+def test_goodput_does_not_collocate_a_prompt_that_would_make_the_decodes_beside_it_late() -> None:
+    latency, goodput = qa_model(), goodput_of(qa_model())
+    a, b = latency.decide(BESIDE), goodput.decide(BESIDE)
+    assert a.meets_slo and b.meets_slo  # both paths serve this request in time
+    assert a.ttft_collocated_ms <= 0.9 * 2000.0 and a.ttft_disaggregated_ms <= 0.9 * 2000.0
+    assert (a.decision, b.decision) == ("collocated", "disaggregated") and b.reason == "less_harm"
+    spread = 4000 * 0.01 / 4  # the chunks' 40 ms over the decodes' 4 steps
+    assert b.tpot_collocated_ms <= 0.9 * 12.0 < b.tpot_collocated_ms + spread
+    # Spread over 400 steps the same chunks leave them in time: as latency decides.
+    long = dataclasses.replace(BESIDE, predicted_output_len=401)
+    assert goodput.decide(long).decision == latency.decide(long).decision == "collocated"
+    # With nothing running beside it the test still holds: decodes join while its chunks run.
+    idle = dataclasses.replace(BESIDE, system_load=0, decode_batch_size=0)
+    assert goodput.decide(idle).decision == "disaggregated"
+
+
+# Both paths late (a 50 ms TTFT target no 4,000-token prefill meets); the collocation GPU's
+# steps on time (5.45 ms against a 7 ms TPOT target) but prompts chunked there at 2 M tokens/s,
+# which stretch its predicted TPOT to a chunk per step (7.9 ms), past the target.
+STRETCHED = RouteInputs(
+    4000, 50, 8, 8, 256, prefill_pool_gpus=1, ttft_slo_ms=50.0, tpot_slo_ms=7.0,
+    colloc_prefill_tokens_per_s=2e6, decode_prefill_tokens_per_s=2e6,
+)  # fmt: skip
+
+
+def test_goodput_counts_the_decodes_of_a_gpu_late_only_through_the_prompts_chunked_on_it() -> None:
+    b = goodput_of(qa_model()).decide(STRETCHED)
+    assert not b.meets_slo and b.reason == "slo_none_feasible"
+    assert b.tpot_collocated_ms > 7.0 and b.tpot_disaggregated_ms > 7.0  # late with later chunks ...
+    # ... on time without them (s(B + 1, K + L + O/2)): their decodes are not lost, they count.
+    assert 5.0 + 0.01 * 9 + 1e-5 * (8 * 4000 + 4000 + 25) <= 7.0
+    # The collocation's chunks use more of their budgets than the slower shared step alone.
+    assert b.decision == "disaggregated"
+    assert b.decision == qa_model().decide(STRETCHED).decision  # as latency, which counts every victim
 
 
 @settings(max_examples=60, deadline=None)
@@ -117,9 +172,12 @@ def test_a_bad_objective_is_refused_naming_the_accepted_ones() -> None:
 
 
 def test_with_objective_keeps_every_other_setting() -> None:
-    model = QueueAwareModel(qa_model().params, harm_weight=0.5, slo_margin=0.2, queue_wait_scale=1.5)
+    model = QueueAwareModel(
+        qa_model().params, harm_weight=0.5, slo_margin=0.2, queue_wait_scale=1.5, first_token="prefill-engine"
+    )
     variant = model.with_objective("goodput")
     assert variant is model.with_objective("goodput") and model.with_objective("latency") is model
     assert (variant.harm_weight, variant.slo_margin, variant.queue_wait_scale) == (0.5, 0.2, 1.5)
+    assert variant.first_token == "prefill-engine"
     built = build_model("queue-aware", model.params, objective="goodput")
     assert isinstance(built, QueueAwareModel) and built.objective == "goodput"
