@@ -5,9 +5,12 @@ Inputs and where they come from (``Choice.sources``):
 
 - ``scrape:<engine id>``: the decode engine's running requests (``system_load`` and
   ``decode_batch_size``: on this fleet the decode engine is also where a collocated prompt is
-  prefilled), its KV tokens in use and its recent prefill rate, from its ``/metrics``.
+  prefilled) and its KV tokens in use, from its ``/metrics``.
 - ``proxy``: what only the proxy knows because it sent it: prompt tokens sent to the decode
   engine and not yet prefilled (``pending_prefill_tokens``, ``decode_pending_prefill_tokens``),
+  the prompt tokens it prefilled over the last two seconds (``colloc_prefill_tokens_per_s``,
+  ``decode_prefill_tokens_per_s``: the engine's own counter also counts the prompts a KV
+  connector loaded, ``pdroute_proxy.ledger``),
   the prefill pool's queue in requests and tokens, its running prefills and their tokens, and
   its engines not marked down; the decode engine's running requests too when no fresh scrape has them.
 - ``request``: the prompt length and the output length (``max_tokens``, exact with
@@ -130,7 +133,10 @@ class Decider:
                 sources[name] = f"scrape:{source['endpoint']}"
         load = self.ledger.load(decode_id)
         pool = self.ledger.pool_view(prefill_ids, now)
+        rate = load.prefill_rate(now)  # not the scrape's counter (pdroute_proxy.ledger says why)
         own: dict[str, float | None] = {
+            "colloc_prefill_tokens_per_s": rate,
+            "decode_prefill_tokens_per_s": rate,
             "pending_prefill_tokens": load.pending_prefill_tokens,
             "decode_pending_prefill_tokens": load.pending_prefill_tokens,
             "prefill_queue_requests": pool.queue_requests,

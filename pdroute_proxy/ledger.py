@@ -3,16 +3,23 @@
 No engine publishes the prompt tokens it has been sent and not yet prefilled, nor a prefill
 pool's queue in tokens; a gateway knows both because it sent them. ``Ledger`` keeps per engine:
 requests in flight, requests past their first token (decoding), prompt tokens not yet
-prefilled, and on prefill engines the prompts in flight in send order: the oldest on each
-engine counts as running, the rest as queued (vLLM's scheduler is first come, first served).
-It also remembers engines that refused a connection, to try them last for ``down_s``.
+prefilled, the prompt tokens it prefilled over the last ``RATE_WINDOW_S`` (counted at each
+request's first token: its whole prompt collocated, the one new token after a KV hand-off),
+and on prefill engines the prompts in flight in send order: the oldest on each engine counts as
+running, the rest as queued (vLLM's scheduler is first come, first served). It also remembers
+engines that refused a connection, to try them last for ``down_s``.
+
+The prefill rate is the proxy's own because the engine's counter cannot give it: vLLM's
+``prompt_tokens_total`` counts every prompt token of every request, the ones a KV connector
+loaded (and prefix-cache hits) too, so on a decode engine that takes hand-offs it counts prompts
+that were never prefilled there.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -26,6 +33,13 @@ class EngineLoad:
     pending_prefill_tokens: int = 0
     prefills: OrderedDict[int, int] = field(default_factory=OrderedDict)  # key -> prompt tokens
     down_until: float = -math.inf  # monotonic s
+    prefilled: deque[tuple[float, int]] = field(default_factory=deque)  # (monotonic s, tokens), oldest first
+
+    def prefill_rate(self, now: float) -> float:
+        """Prompt tokens per second prefilled here over the last ``RATE_WINDOW_S`` (older ones dropped)."""
+        while self.prefilled and self.prefilled[0][0] < now - RATE_WINDOW_S:
+            self.prefilled.popleft()
+        return sum(tokens for _, tokens in self.prefilled) / RATE_WINDOW_S
 
 
 @dataclass(frozen=True)
@@ -39,6 +53,9 @@ class PoolView:
     num_engines: int  # prefill engines not marked down
 
 
+RATE_WINDOW_S = 2.0  # as the simulator's gateway (solver.sim.batching_gpu.PREFILL_RATE_WINDOW_MS)
+
+
 class Ticket:
     """One request's stay on one engine; ``first_token`` moves it from prefilling to decoding."""
 
@@ -50,11 +67,13 @@ class Ticket:
         load.in_flight += 1
         load.pending_prefill_tokens += prompt_tokens
 
-    def first_token(self) -> None:
+    def first_token(self, now: float) -> None:
+        """Its prompt is prefilled (counted in the engine's prefill rate at ``now``, monotonic s)."""
         if not self.is_decoding and not self.is_closed:
             self.is_decoding = True
             self.load.pending_prefill_tokens -= self.prompt_tokens
             self.load.decoding += 1
+            self.load.prefilled.append((now, self.prompt_tokens))
 
     def close(self) -> None:
         if self.is_closed:

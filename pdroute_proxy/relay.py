@@ -209,7 +209,7 @@ class Relay:
                         continue
                     if not got_any:
                         got_any = True
-                        ticket.first_token()
+                        ticket.first_token(self.monotonic())
                     generated.extend(piece.token_ids)
                     served.token_times.extend([self.monotonic()] * max(1, len(piece.token_ids)))
                     if piece.finish_reason is not None:

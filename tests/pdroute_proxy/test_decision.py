@@ -64,7 +64,7 @@ def test_inputs_come_from_the_scrape_and_the_proxys_own_accounting(
     assert {
         sources[k] for k in ("prefill_queue_requests", "prefill_queue_tokens", "pending_prefill_tokens")
     } == {"proxy"}
-    ticket.first_token()
+    ticket.first_token(9.9)
     assert d.inputs(10, 5, "d0", ("p0",))[0].pending_prefill_tokens == 0
     for t in (ticket, running, queued):
         t.close()
@@ -79,10 +79,32 @@ def test_without_a_fresh_scrape_the_decodes_are_the_proxys_count(
     stale = Reading(EngineSample(running=5), taken_at=0.0)  # 10 s old, stale after 2 s
     d = decider(tmp_path, queue_aware_params_file, readings={"d0": stale})
     for _ in range(3):
-        d.ledger.decode_ticket("d0", 10).first_token()
+        d.ledger.decode_ticket("d0", 10).first_token(9.9)
     inputs, sources = d.inputs(100, 10, "d0", ("p0",))
     assert (inputs.system_load, sources["system_load"]) == (3, "proxy")
     assert sources["decode_context_tokens"] == "assumed"
+
+
+def test_the_prefill_rate_is_what_the_proxy_prefilled_not_the_engines_prompt_counter(
+    tmp_path: Path, queue_aware_params_file: Path
+) -> None:
+    # The engine's counter says 5,000 prompt tokens/s (it counts KV-loaded prompts too); the
+    # proxy prefilled 3,000 tokens there in the last 2 s and a 1-token step after a hand-off.
+    counted = Reading(
+        EngineSample(running=2, prompt_tokens_total=10_000.0), taken_at=9.5, prefill_tokens_per_s=5000.0
+    )
+    d = decider(tmp_path, queue_aware_params_file, readings={"d0": counted}, now=10.0)
+    d.ledger.decode_ticket("d0", 4000).first_token(7.0)  # older than the window: not counted
+    d.ledger.decode_ticket("d0", 1000).first_token(8.5)
+    d.ledger.decode_ticket("d0", 2000).first_token(9.9)
+    d.ledger.decode_ticket("d0", 1).first_token(9.95)  # prompt + first token, its KV loaded
+    d.ledger.decode_ticket("d0", 700)  # sent, not yet prefilled: pending, not in the rate
+    inputs, sources = d.inputs(100, 10, "d0", ("p0",))
+    assert inputs.colloc_prefill_tokens_per_s == inputs.decode_prefill_tokens_per_s == 3001 / 2.0
+    assert sources["colloc_prefill_tokens_per_s"] == sources["decode_prefill_tokens_per_s"] == "proxy"
+    assert inputs.pending_prefill_tokens == 700
+    # Later, everything has left the window.
+    assert d.ledger.load("d0").prefill_rate(20.0) == 0.0
 
 
 @pytest.mark.parametrize(
