@@ -6,8 +6,13 @@ data-parallel rank) and ``model_name``; the pod's load is the sum over engines:
 - ``vllm:num_requests_running``: requests in the running batch -> ``running``
 - ``vllm:num_requests_waiting``: requests queued -> ``waiting``
 - ``vllm:kv_cache_usage_perc``: KV blocks in use, a fraction 0..1 (despite the name)
-- ``vllm:prompt_tokens_total``: counter of prompt tokens prefilled (``vllm:prompt_tokens`` in the
-  source) -> ``prompt_tokens_total``; its rate between two readings is the GPU's prefill rate
+- ``vllm:prompt_tokens_total``: counter of every request's prompt tokens (``vllm:prompt_tokens``
+  in the source), the ones served from the prefix cache or loaded by a KV connector too, less
+  ``vllm:prompt_tokens_cached_total`` (those cached tokens, local and external) where the engine
+  publishes it -> ``prompt_tokens_total``: the prompt tokens computed there. Its rate between two
+  readings is the GPU's prefill rate. Without the cached counter (releases before it) the rate
+  also counts cached and handed-off prompts: on a decode engine taking KV hand-offs, prompts it
+  never prefilled.
 - ``vllm:cache_config_info``: value 1, the cache config as labels; ``num_gpu_blocks`` x
   ``block_size`` is the KV capacity in tokens (per engine when it carries ``engine``)
 
@@ -25,7 +30,8 @@ WAITING = "vllm:num_requests_waiting"
 KV_USAGE = "vllm:kv_cache_usage_perc"
 CACHE_CONFIG = "vllm:cache_config_info"
 PROMPT_TOKENS = "vllm:prompt_tokens_total"
-NAMES = frozenset((RUNNING, WAITING, KV_USAGE, CACHE_CONFIG, PROMPT_TOKENS))
+PROMPT_TOKENS_CACHED = "vllm:prompt_tokens_cached_total"
+NAMES = frozenset((RUNNING, WAITING, KV_USAGE, CACHE_CONFIG, PROMPT_TOKENS, PROMPT_TOKENS_CACHED))
 
 
 def _capacity_tokens(labels: dict[str, str]) -> float | None:
@@ -59,10 +65,19 @@ def kv_used_tokens(reader: Reader) -> float | None:
     return total
 
 
+def computed_prompt_tokens(reader: Reader) -> float | None:
+    """Prompt tokens computed over the pod's engines: all of them less the cached ones, when published."""
+    total = reader.total(PROMPT_TOKENS)
+    cached = reader.total(PROMPT_TOKENS_CACHED)
+    if total is None or cached is None:
+        return total
+    return total - cached
+
+
 def read(reader: Reader) -> EngineSample:
     return reader.sample(
         running=reader.total(RUNNING),
         waiting=reader.total(WAITING),
         kv_used_tokens=kv_used_tokens(reader),
-        prompt_tokens_total=reader.total(PROMPT_TOKENS),
+        prompt_tokens_total=computed_prompt_tokens(reader),
     )

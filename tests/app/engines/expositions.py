@@ -22,9 +22,21 @@ def vllm_text(
     kv_usage: tuple[float, ...] = (0.25, 0.125),
     num_gpu_blocks: str = "8192",
     prompt_tokens: tuple[float, float] = (123456.0, 65432.0),
+    cached_tokens: tuple[float, ...] | None = None,
 ) -> str:
     """A two-engine (data-parallel) vLLM V1 pod: one series per engine, labelled engine and model_name
-    (``prompt_tokens``: each engine's prompt-token counter)."""
+    (``prompt_tokens``: each engine's prompt-token counter; ``cached_tokens``: its cached-prompt-token
+    counter, absent as in releases before it when None)."""
+    cached = ""
+    if cached_tokens is not None:
+        cached = (
+            "# HELP vllm:prompt_tokens_cached_total Number of cached prompt tokens (local + external).\n"
+            + "# TYPE vllm:prompt_tokens_cached_total counter\n"
+            + "".join(
+                f'vllm:prompt_tokens_cached_total{{engine="{i}",model_name="{MODEL}"}} {v!r}\n'
+                for i, v in enumerate(cached_tokens)
+            )
+        )
 
     def gauge(name: str, doc: str, values: tuple[float, ...]) -> str:
         lines = [f"# HELP {name} {doc}", f"# TYPE {name} gauge"]
@@ -44,6 +56,7 @@ def vllm_text(
             f'vllm:prompt_tokens_total{{engine="{i}",model_name="{MODEL}"}} {v!r}\n'
             for i, v in enumerate(prompt_tokens)
         )
+        + cached
         + "# HELP vllm:generation_tokens_total Number of generation tokens processed.\n"
         + "# TYPE vllm:generation_tokens_total counter\n"
         + f'vllm:generation_tokens_total{{engine="0",model_name="{MODEL}"}} 98765.0\n'

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from app.engines import vllm
-from app.engines.sample import EngineSample, Reader, parse_series
+from app.engines.sample import EngineSample, Reader, parse_series, select_lines
 from tests.app.engines.expositions import VLLM_KV_TOKENS, VLLM_RUNNING, VLLM_WAITING, vllm_text
 
 
@@ -75,3 +75,14 @@ def test_a_pod_without_the_prompt_token_counter_leaves_it_missing() -> None:
     s = read(text)
     assert s.prompt_tokens_total is None
     assert s.running == VLLM_RUNNING
+
+
+def test_prompt_tokens_count_only_what_was_computed_when_the_cached_counter_is_published() -> None:
+    # 1,000 + 500 prompt tokens, 600 + 100 of them cached (prefix hits, KV loaded by a connector).
+    with_cached = read(vllm_text(prompt_tokens=(1000.0, 500.0), cached_tokens=(600.0, 100.0)))
+    assert with_cached.prompt_tokens_total == 800.0
+    # A release without the counter: every prompt token, as it publishes them.
+    assert read(vllm_text(prompt_tokens=(1000.0, 500.0))).prompt_tokens_total == 1500.0
+    # The filtered parse keeps the counter.
+    text = vllm_text(cached_tokens=(1.0, 2.0))
+    assert "vllm:prompt_tokens_cached_total{" in select_lines(text, vllm.NAMES)
