@@ -450,19 +450,9 @@ class QueueAwareModel:
             if out > 1.0:
                 seen_tpot = tpot.tpot + gap / (out - 1.0)
         return Disaggregated(
-            raw_wait,
-            wait,
-            t_prefill,
-            transfer,
-            remote,
-            first_steps,
-            first_chunks,
-            ttft,
-            tpot,
-            e2e,
-            seen_tpot,
-            queued,
-        )
+            raw_wait, wait, t_prefill, transfer, remote, first_steps, first_chunks, ttft, tpot, e2e,
+            seen_tpot, queued,
+        )  # fmt: skip
 
     def disaggregated_many(self, v: Resolved[FloatArray]) -> Disaggregated[FloatArray]:
         """``disaggregated`` of each request."""
@@ -504,19 +494,9 @@ class QueueAwareModel:
             with np.errstate(divide="ignore", invalid="ignore"):  # out = 1: not taken
                 seen_tpot = np.where(out > 1.0, tpot.tpot + gap / (out - 1.0), tpot.tpot)
         return Disaggregated(
-            raw_wait,
-            wait,
-            t_prefill,
-            transfer,
-            remote,
-            first_steps,
-            first_chunks,
-            ttft,
-            tpot,
-            e2e,
-            seen_tpot,
-            queued,
-        )
+            raw_wait, wait, t_prefill, transfer, remote, first_steps, first_chunks, ttft, tpot, e2e,
+            seen_tpot, queued,
+        )  # fmt: skip
 
     # --- one request --------------------------------------------------------------------------
     def decide(self, x: RouteInputs) -> QueueAwareBreakdown:
