@@ -40,6 +40,7 @@ import numpy as np
 from bench.bench_proxy_replay import AZURE_CSV, replay, workload
 from bench.proxy_client import ProxyProcess, Timed, quantile
 from pdroute_core.routing import COLLOCATED, QueueAwareModel, RouteInputs
+from pdroute_core.routing.queue_aware import FIRST_TOKEN_PREFILL
 from solver.fit import fit_profile
 from solver.params import save_params
 from solver.profile_io import load_profile
@@ -178,7 +179,7 @@ def main() -> int:
         profile = load_profile(args.profile)
         params, _ = fit_profile(profile)
         params_path = save_params(params, tmp / "params.json")
-        model = QueueAwareModel(params)
+        model = QueueAwareModel(params, first_token=FIRST_TOKEN_PREFILL)  # as the proxy predicts
         w = workload(args)
         mean_prompt = round(float(np.mean(w.prompt_len)))
         prefill_ms = StepLatency(profile).prefill_ms(mean_prompt)
