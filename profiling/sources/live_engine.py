@@ -41,13 +41,15 @@ from solver.profile_result import ProfileGrids, ProfileResult
 
 # Sized for the CPU engines of the laptop fleet: about 6 minutes on the 1024 x 8 model in float32
 # on a heavily loaded 2-core machine (docs/local-fleet.md); a GPU fleet takes the design's full
-# grids (ProfileGrids()) and longer hand-offs.
+# grids (ProfileGrids()) and longer hand-offs. Interference beside two decode batches: with one,
+# the chunk form's per-token and per-decode terms cannot be told apart, and a fit may put the
+# whole cost on either (docs/simulation.md, "Checked against real engines").
 LIVE_QUICK_GRIDS = ProfileGrids(
     prompt_lens=(128, 256, 512, 1024),
     kv_lens=(128, 512),
     batch_sizes=(1, 2, 4),
     chunk_sizes=(256, 1024, 2000),
-    decode_batches=(6,),
+    decode_batches=(2, 6),
     interference_kv_len=64,
     warmup=1,
     repeats=2,
