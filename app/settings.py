@@ -13,7 +13,12 @@ from pdroute_core.errors import PdrouteError
 from pdroute_core.output_defaults import OutputLenDefaults, parse_table
 from pdroute_core.request_defaults import RouteDefaults
 from pdroute_core.routing.objective import DEFAULT_OBJECTIVE
-from pdroute_core.routing.queue_aware import DEFAULT_HARM_WEIGHT, DEFAULT_SLO_MARGIN
+from pdroute_core.routing.queue_aware import (
+    DEFAULT_HARM_WEIGHT,
+    DEFAULT_SLO_MARGIN,
+    FIRST_TOKEN_DECODE,
+    FirstToken,
+)
 
 
 def embedded_params_path() -> Path:
@@ -110,8 +115,8 @@ class Settings(BaseSettings):
         "goodput (the most requests within their targets) or latency; a request may override it "
         "(docs/api.md)",
     )
-    first_token: Literal["decode-engine", "prefill-engine"] = Field(
-        default="decode-engine",
+    first_token: FirstToken = Field(
+        default=FIRST_TOKEN_DECODE,
         description="queue-aware: where the gateway's client reads a disaggregated request's first "
         "token: decode-engine (the decode engine streams every token, as vLLM's P/D proxy and "
         "Dynamo do) or prefill-engine (the gateway streams the prefill engine's token first)",

@@ -28,7 +28,7 @@ from pdroute_core.output_learning import InvalidOutputLearning, OutputLenSnapsho
 from pdroute_core.params import CostModelParams, params_from_dict
 from pdroute_core.routing import DecisionModel, RouteColumns, RouteInputs, build_model, term_names
 from pdroute_core.routing.objective import LATENCY, OBJECTIVES
-from pdroute_core.routing.queue_aware import FIRST_TOKEN_DECODE, FIRST_TOKEN_SOURCES, QueueAwareModel
+from pdroute_core.routing.queue_aware import FIRST_TOKEN_DECODE, QueueAwareModel, parse_first_token
 
 _TOP_LEVEL_TERMS = (
     "meets_slo",
@@ -146,11 +146,10 @@ class ServedParams:
             raise InvalidParams(
                 f"/params objective: expected one of {', '.join(OBJECTIVES)}, got {objective!r}"
             )
-        first_token = body.get("first_token", FIRST_TOKEN_DECODE)  # a service from before it
-        if first_token not in FIRST_TOKEN_SOURCES:
-            raise InvalidParams(
-                f"/params first_token: expected one of {', '.join(FIRST_TOKEN_SOURCES)}, got {first_token!r}"
-            )
+        try:  # a service from before it: the decode engine's
+            first_token = parse_first_token(body.get("first_token", FIRST_TOKEN_DECODE))
+        except ValueError as exc:
+            raise InvalidParams(f"/params {exc}") from None
         model = build_model(
             name,
             params,

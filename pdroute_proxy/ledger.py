@@ -23,6 +23,10 @@ from collections import OrderedDict, deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from solver.sim.batching_gpu import PREFILL_RATE_WINDOW_MS
+
+RATE_WINDOW_S = PREFILL_RATE_WINDOW_MS / 1000.0  # the prefill rate's window: the simulated gateway's
+
 
 @dataclass
 class EngineLoad:
@@ -51,9 +55,6 @@ class PoolView:
     running_requests: int
     running_tokens: int
     num_engines: int  # prefill engines not marked down
-
-
-RATE_WINDOW_S = 2.0  # as the simulator's gateway (solver.sim.batching_gpu.PREFILL_RATE_WINDOW_MS)
 
 
 class Ticket:

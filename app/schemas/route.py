@@ -22,6 +22,7 @@ from app.http.route_codec import breakdown_terms
 from pdroute_core.bounds import DEFAULT_CHUNK_SIZE, MAX_BATCH_ITEMS, MAX_REQUEST_ID_LEN
 from pdroute_core.route_fields import CHOICES, FIELDS
 from pdroute_core.routing import QueueAwareBreakdown, RouteBreakdown
+from pdroute_core.routing.queue_aware import FIRST_TOKEN_DECODE, FirstToken
 
 
 class StrictModel(BaseModel):
@@ -211,8 +212,8 @@ class ParamsResponse(BaseModel):
     objective: Literal["latency", "goodput"] = Field(
         default="latency", description="queue-aware: the objective when a request names none"
     )
-    first_token: Literal["decode-engine", "prefill-engine"] = Field(
-        default="decode-engine",
+    first_token: FirstToken = Field(
+        default=FIRST_TOKEN_DECODE,
         description="queue-aware: where the clients read a disaggregated request's first token",
     )
     default_output_len: int = Field(description="predicted_output_len when a request omits it")

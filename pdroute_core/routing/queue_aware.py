@@ -302,7 +302,7 @@ class QueueAwareModel:
         if not (math.isfinite(queue_wait_scale) and queue_wait_scale > 0):
             raise ValueError(f"queue_wait_scale: expected a finite number > 0, got {queue_wait_scale!r}")
         self.first_token = parse_first_token(first_token)
-        self.is_prefill_token = first_token == FIRST_TOKEN_PREFILL
+        self.is_prefill_token = self.first_token == FIRST_TOKEN_PREFILL
         self.objective = obj.parse_objective(objective)
         self.is_goodput = self.objective == obj.GOODPUT
         self.params = params
