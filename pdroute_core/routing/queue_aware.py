@@ -162,7 +162,7 @@ are in ``queue_aware_forms``, the answers in ``queue_aware_breakdown``, the reas
 from __future__ import annotations
 
 import math
-from typing import Generic, Literal, NamedTuple, TypeVar
+from typing import Any, Generic, Literal, NamedTuple, TypeVar
 
 import numpy as np
 
@@ -170,7 +170,6 @@ from pdroute_core.frozen import from_fields
 from pdroute_core.params import CostModelParams
 from pdroute_core.routing import objective as obj
 from pdroute_core.routing.queue_aware_breakdown import (
-    BREAKDOWN_FIELDS,
     FLOAT_TERMS,
     QueueAwareBatch,
     QueueAwareBreakdown,
@@ -256,11 +255,21 @@ def _pressure_many(predicted_ms: FloatArray, target_ms: FloatArray) -> FloatArra
     return np.where(target_ms == math.inf, 1.0, np.minimum(1.0, predicted_ms / target_ms))
 
 
-def _terms(col: Collocated[V], dis: Disaggregated[V], harm: tuple[V, V], cost: tuple[V, V]) -> dict[str, V]:
-    """The float terms of a breakdown (``FLOAT_TERMS``) from both paths, their harms and costs."""
+def _fields(
+    head: tuple[Any, ...], col: Collocated[V], dis: Disaggregated[V], harm: tuple[V, V], cost: tuple[V, V]
+) -> dict[str, Any]:
+    """A breakdown's fields in ``BREAKDOWN_FIELDS`` order, the one map of names to terms: ``head``
+    (decision, reason, assumed, meets_slo, harm_weight, objective, predicted_lateness_ms,
+    admission) and the float terms from both paths, their harms and costs. ``decide`` builds its
+    answer from it in one step (from_fields); ``decide_many`` takes its ``FLOAT_TERMS``."""
+    decision, reason, assumed, meets, w, objective, lateness, admission = head
     return {
+        "decision": decision,
+        "reason": reason,
         "t_collocated_ms": col.e2e,
         "t_disaggregated_ms": dis.e2e,
+        "assumed": assumed,
+        "meets_slo": meets,
         "ttft_collocated_ms": col.ttft,
         "ttft_disaggregated_ms": dis.ttft,
         "tpot_collocated_ms": col.tpot.tpot,
@@ -273,9 +282,16 @@ def _terms(col: Collocated[V], dis: Disaggregated[V], harm: tuple[V, V], cost: t
         "transfer_ms": dis.transfer,
         "harm_collocated_ms": harm[0],
         "harm_disaggregated_ms": harm[1],
+        "harm_weight": w,
         "cost_collocated_ms": cost[0],
         "cost_disaggregated_ms": cost[1],
+        "objective": objective,
+        "predicted_lateness_ms": lateness,
+        "admission": admission,
     }
+
+
+_NO_HEAD = (None,) * 8  # decide_many's: its head is per column, kept apart
 
 
 class QueueAwareModel:
@@ -571,19 +587,18 @@ class QueueAwareModel:
                 ) + obj.on_time(dis.tpot.step + dis.tpot.pending, tpot_slo) * (Bd * slower / tpot_slo)
             is_disagg, reason, meets = budget_d < budget_c, REASON_SLO_NONE, False
         ttft, ratio = (dis.ttft, late_d) if is_disagg else (col.ttft, late_c)
-        values = {
-            "objective": self.objective,
-            "predicted_lateness_ms": obj.lateness_ms(ttft, ttft_slo),
-            "admission": obj.admission(meets, ratio, self.slo_margin),
-            "decision": DISAGGREGATED if is_disagg else COLLOCATED,
-            "reason": reason,
-            "assumed": x.missing(),
-            "meets_slo": meets,
-            "harm_weight": w,
-            **_terms(col, dis, (harm_c, harm_d), (cost_c, cost_d)),
-        }
-        # QueueAwareBreakdown's fields in order (from_fields: a tenth of the constructor's cost).
-        return from_fields(QueueAwareBreakdown, {name: values[name] for name in BREAKDOWN_FIELDS})
+        head = (
+            DISAGGREGATED if is_disagg else COLLOCATED,
+            reason,
+            x.missing(),
+            meets,
+            w,
+            self.objective,
+            obj.lateness_ms(ttft, ttft_slo),
+            obj.admission(meets, ratio, self.slo_margin),
+        )
+        # The fields in order, in one dict (from_fields: a tenth of the constructor's cost).
+        return from_fields(QueueAwareBreakdown, _fields(head, col, dis, (harm_c, harm_d), (cost_c, cost_d)))
 
     # --- many requests ------------------------------------------------------------------------
     def decide_many(self, cols: RouteColumns) -> QueueAwareBatch:
@@ -644,7 +659,7 @@ class QueueAwareModel:
         )
         component = np.where(spared, REASONS.index(REASON_HARM), component)
         outside = np.where(meets, REASONS.index(REASON_SLO_ONLY), REASONS.index(REASON_SLO_NONE))
-        terms = _terms(col, dis, (harm_c, harm_d), (cost_c, cost_d))
+        terms = _fields(_NO_HEAD, col, dis, (harm_c, harm_d), (cost_c, cost_d))
         terms["predicted_lateness_ms"] = obj.lateness_ms_many(
             np.where(is_disagg, dis.ttft, col.ttft), ttft_slo
         )
