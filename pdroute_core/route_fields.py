@@ -10,10 +10,11 @@ compare each declared class with this table field by field.
 ``default`` is what a decision model takes for a field the request did not report: a number,
 or a ``Default`` expression of other fields (``colloc_context_tokens``: the running decodes
 each with this prompt's context, ``system_load * prompt_len``), or ``None`` where the model
-reads "not reported" as such (``prefill_running_tokens``: the wait is then the form before
-that input existed, bit for bit). ``pdroute_core.routing.resolve`` applies the defaults once
-for one request and once for columns; ``pdroute_core.request_defaults`` applies the service's
-own defaults (the output length by prompt, the SLO targets of its settings) before that.
+reads "not reported" as such (``prefill_running_tokens``, ``prefill_running_elapsed_ms``: the
+wait is then the form before that input existed, bit for bit).
+``pdroute_core.routing.resolve`` applies the defaults once for one request and once for
+columns; ``pdroute_core.request_defaults`` applies the service's own defaults (the output
+length by prompt, the SLO targets of its settings) before that.
 ``is_assumed``: a missing value is listed in the answer's ``assumed``.
 
 To add an optional input: a row here, its line in ``RouteInputs``, ``RouteRequest`` and
@@ -196,6 +197,13 @@ ROUTE_FIELDS: tuple[RouteField, ...] = (
         "gateway sent there that has not finished prefilling); the queue-aware model waits for "
         "the first of them to finish. If omitted, they are taken to be as long as the queued "
         "ones (not listed in assumed)",
+    ),
+    _f(
+        "prefill_running_elapsed_ms", "float", 0, MAX_SLO_MS,
+        "how long, on average, the prefills in progress on the prefill pool have been running "
+        "(ms; what a gateway that sends each engine its prompts in order knows: since each "
+        "reached the head of its engine's queue); the queue-aware model waits for the rest of "
+        "them. If omitted, they are taken to be half done (not listed in assumed)",
     ),
 )  # fmt: skip
 

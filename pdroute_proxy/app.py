@@ -70,7 +70,7 @@ def create_proxy_app(
     if scraper is None:
         raise NoEnginesFile("the proxy needs the fleet: set PDROUTE_ENGINES_FILE (pdroute proxy --engines)")
     metrics = ProxyMetrics(registry)
-    ledger = Ledger(settings.down_s)
+    ledger = Ledger(settings.down_s, monotonic)
     calibration = calibration_from_settings(settings, clock) if settings.calibration_enabled else None
     output_learning = output_learning_from_settings(settings, clock)
     decider = Decider(settings, store, ledger, scraper, monotonic, calibration, output_learning)

@@ -11,8 +11,9 @@ Inputs and where they come from (``Choice.sources``):
   the prompt tokens it prefilled over the last two seconds (``colloc_prefill_tokens_per_s``,
   ``decode_prefill_tokens_per_s``: the engine's own counter also counts the prompts a KV
   connector loaded, ``pdroute_proxy.ledger``),
-  the prefill pool's queue in requests and tokens, its running prefills and their tokens, and
-  its engines not marked down; the decode engine's running requests too when no fresh scrape has them.
+  the prefill pool's queue in requests and tokens, its running prefills, their tokens and how
+  long they have run, and its engines not marked down; the decode engine's running requests
+  too when no fresh scrape has them.
 - ``request``: the prompt length and the output length (``max_tokens``, exact with
   ``ignore_eos``, else capped by the configured default), ``assumed``: the rest.
 
@@ -143,6 +144,7 @@ class Decider:
             "prefill_queue_tokens": pool.queue_tokens,
             "prefill_running_requests": pool.running_requests,
             "prefill_running_tokens": pool.running_tokens,
+            "prefill_running_elapsed_ms": pool.running_elapsed_ms,
             "prefill_pool_gpus": max(pool.num_engines, 1),
         }
         for name in ("system_load", "decode_batch_size"):
@@ -152,7 +154,7 @@ class Decider:
             values[name] = value
             sources[name] = PROXY
         fields: dict[str, Any] = {
-            k: v if v is None or k.endswith("_per_s") else int(v) for k, v in values.items()
+            k: v if v is None or k.endswith(("_per_s", "_ms")) else int(v) for k, v in values.items()
         }
         fields["system_load"] = fields.get("system_load") or 0
         fields["decode_batch_size"] = fields.get("decode_batch_size") or 0

@@ -6,8 +6,9 @@ requests in flight, requests past their first token (decoding), prompt tokens no
 prefilled, the prompt tokens it prefilled over the last ``RATE_WINDOW_S`` (counted at each
 request's first token: its whole prompt collocated, the one new token after a KV hand-off),
 and on prefill engines the prompts in flight in send order: the oldest on each engine counts as
-running, the rest as queued (vLLM's scheduler is first come, first served). It also remembers
-engines that refused a connection, to try them last for ``down_s``.
+running, the rest as queued (vLLM's scheduler is first come, first served), the running one
+since it became the oldest (sent to an idle engine, or its predecessor answered). It also
+remembers engines that refused a connection, to try them last for ``down_s``.
 
 The prefill rate is the proxy's own because the engine's counter cannot give it: vLLM's
 ``prompt_tokens_total`` counts every prompt token of every request, the ones a KV connector
@@ -19,8 +20,9 @@ from __future__ import annotations
 
 import itertools
 import math
+import time
 from collections import OrderedDict, deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from solver.sim.batching_gpu import PREFILL_RATE_WINDOW_MS
@@ -36,6 +38,7 @@ class EngineLoad:
     decoding: int = 0
     pending_prefill_tokens: int = 0
     prefills: OrderedDict[int, int] = field(default_factory=OrderedDict)  # key -> prompt tokens
+    running_since: float = math.nan  # monotonic s: when the oldest of ``prefills`` became the oldest
     down_until: float = -math.inf  # monotonic s
     prefilled: deque[tuple[float, int]] = field(default_factory=deque)  # (monotonic s, tokens), oldest first
 
@@ -54,6 +57,7 @@ class PoolView:
     queue_tokens: int
     running_requests: int
     running_tokens: int
+    running_elapsed_ms: float | None  # how long the running ones have run, on average (None: none runs)
     num_engines: int  # prefill engines not marked down
 
 
@@ -92,22 +96,30 @@ class PrefillTicket:
 
     _keys = itertools.count()
 
-    def __init__(self, load: EngineLoad, prompt_tokens: int) -> None:
+    def __init__(self, load: EngineLoad, prompt_tokens: int, clock: Callable[[], float]) -> None:
         self.load = load
+        self.clock = clock
         self.key = next(self._keys)
         load.in_flight += 1
+        if not load.prefills:
+            load.running_since = clock()  # an idle engine starts it at once
         load.prefills[self.key] = prompt_tokens
 
     def close(self) -> None:
-        if self.load.prefills.pop(self.key, None) is not None:
+        prefills = self.load.prefills
+        was_running = bool(prefills) and next(iter(prefills)) == self.key
+        if prefills.pop(self.key, None) is not None:
             self.load.in_flight -= 1
+            if was_running:  # the next one starts now
+                self.load.running_since = self.clock() if prefills else math.nan
 
 
 class Ledger:
     """Every engine's ``EngineLoad`` by endpoint id (entries appear as ids are first used)."""
 
-    def __init__(self, down_s: float) -> None:
+    def __init__(self, down_s: float, clock: Callable[[], float] = time.monotonic) -> None:
         self.down_s = down_s
+        self.clock = clock  # monotonic s, the clock of every ``now`` passed here
         self.engines: dict[str, EngineLoad] = {}
 
     def load(self, engine_id: str) -> EngineLoad:
@@ -148,11 +160,13 @@ class Ledger:
         return Ticket(self.load(engine_id), prompt_tokens)
 
     def prefill_ticket(self, engine_id: str, prompt_tokens: int) -> PrefillTicket:
-        return PrefillTicket(self.load(engine_id), prompt_tokens)
+        return PrefillTicket(self.load(engine_id), prompt_tokens, self.clock)
 
     def pool_view(self, prefill_ids: Iterable[str], now: float) -> PoolView:
-        """The prefill pool: on each engine the oldest prompt runs and the rest wait."""
+        """The prefill pool: on each engine the oldest prompt runs (since ``running_since``) and
+        the rest wait."""
         queue_requests = queue_tokens = running_requests = running_tokens = num_engines = 0
+        elapsed_s = 0.0
         for engine_id in prefill_ids:
             load = self.load(engine_id)
             if load.down_until <= now:
@@ -161,7 +175,11 @@ class Ledger:
                 if i == 0:
                     running_requests += 1
                     running_tokens += tokens
+                    elapsed_s += max(0.0, now - load.running_since)
                 else:
                     queue_requests += 1
                     queue_tokens += tokens
-        return PoolView(queue_requests, queue_tokens, running_requests, running_tokens, num_engines)
+        elapsed_ms = 1000.0 * elapsed_s / running_requests if running_requests else None
+        return PoolView(
+            queue_requests, queue_tokens, running_requests, running_tokens, elapsed_ms, num_engines
+        )

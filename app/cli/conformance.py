@@ -173,6 +173,16 @@ HAND_PICKED: tuple[dict[str, Any], ...] = (
         "prefill_pool_gpus": 2,
         "prefill_running_tokens": 30_000,
     },
+    # ... and how long they have run (the rest of each, not half of it).
+    {
+        "prompt_len": 2048,
+        "system_load": 16,
+        "prefill_queue_requests": 4,
+        "prefill_running_requests": 2,
+        "prefill_pool_gpus": 2,
+        "prefill_running_tokens": 30_000,
+        "prefill_running_elapsed_ms": 120.5,
+    },
     # No path meets a tight TTFT target: it goes where it uses less of the others' targets. Four
     # prompts queued behind it on the pool would each lose much of their 150 ms TTFT target, its
     # chunks little of 64 decodes' 30 ms TPOT target: collocated (in milliseconds of harm, the

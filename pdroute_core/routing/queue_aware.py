@@ -52,6 +52,7 @@ Disaggregated (a prefill GPU, then the KV cache over the link)::
     t = T_P(Q / q) if q > 0 else T_P(L)                        mean prefill ahead
     t_run = T_P(Y / r) if Y is reported and r > 0 else t       the prefills in progress
     W = t_run / (G + 1) [if r >= G]  +  q * t / G               wait for a prefill GPU
+      (2 * max(0, t_run - E) / (G + 1) for the first term when E is reported)
     F_d = s(B' + 1, K' + L) + 1.5 * s(B', K') + min(1.5 f(c_B', B'), f(P', B')) [if P' > 0]
           (all but the first term only if B' > 0 or P' > 0)
     TTFT_d = W + T_P(L) + (L - h) * bytes_per_token / bandwidth + F_d
@@ -79,6 +80,11 @@ When every prefill GPU is busy, the first frees after about ``t_run / (G + 1)`` 
 residual service times), then the queue drains G at a time. Running prefills are size-biased
 (a long prompt is more likely the one in progress), so their own mean length predicts the
 residual better than the queue's; without Y the wait is the form with ``t``, bit for bit.
+A running prefill is taken to be half done; a gateway that knows how long they have run on
+average (``prefill_running_elapsed_ms``, E: the proxy does, it sends each engine its prompts in
+order) gives each ``t_run - E`` left, and the least of G residuals spread evenly up to twice
+that is ``2 (t_run - E) / (G + 1)``: ``t_run / (G + 1)`` again at ``E = t_run / 2``. With one
+prefill GPU it is the running prefill's own rest. Without E, the form before it, bit for bit.
 The request reaches the decode GPU after TTFT_d, by when that GPU has run about
 ``TTFT_d / (s' + f')`` steps, each prefilling c of its P' pending tokens; the P_left / c
 chunk steps left fall among the request's D decode steps (with later arrivals at rate R',
@@ -147,8 +153,8 @@ Defaults for inputs not reported (listed in the answer's ``assumed``): no prefil
 (q = 0, Q = q * L, r = G if q > 0 else 0, G = 1), nothing pending locally (P = 0), running
 decodes with this prompt's context (K = B * L, K' = B' * L), no prefix hit (h = 0), no
 targets, no recent prefill (R = R' = 0: not listed, the answer is the one before the rates
-existed, bit for bit); no running prefill length (Y: not listed either, the wait is the one
-before it existed, bit for bit). ``decide`` and ``decide_many`` evaluate the same operations
+existed, bit for bit); no running prefill length (Y) or time (E: not listed either, the wait
+is the one before they existed, bit for bit). ``decide`` and ``decide_many`` evaluate the same operations
 in the same order on IEEE doubles, so their answers agree bit for bit (a property test checks
 it): each path's terms are computed once per representation, ``collocated`` / ``disaggregated``
 on one request's floats and ``collocated_many`` / ``disaggregated_many`` on columns, beside
@@ -437,7 +443,11 @@ class QueueAwareModel:
         Y = v.prefill_running_tokens
         if not math.isnan(Y) and r > 0.0:  # NaN: not reported
             t_run = fm.prefill_ms(Y / r)
-        raw_wait = (t_run / (G + 1.0) if r >= G else 0.0) + q * t_ahead / G
+        first = t_run / (G + 1.0)  # the least of G residuals, each half done on average
+        E = v.prefill_running_elapsed_ms
+        if not math.isnan(E):  # how long they have run: each has t_run - E left on average
+            first = 2.0 * max(0.0, t_run - E) / (G + 1.0)
+        raw_wait = (first if r >= G else 0.0) + q * t_ahead / G
         wait = raw_wait * self.queue_wait_scale
         transfer = (L - min(v.cached_prompt_tokens, L - 1.0)) * fm.transfer_ms_per_token
         remote = t_prefill + transfer
@@ -482,7 +492,9 @@ class QueueAwareModel:
         with np.errstate(divide="ignore", invalid="ignore"):  # q = 0, r = 0: not taken
             t_ahead = np.where(q > 0.0, fm.prefill_ms_many(v.prefill_queue_tokens / q), t_prefill)
             t_run = np.where(~np.isnan(Y) & (r > 0.0), fm.prefill_ms_many(Y / r), t_ahead)
-        raw_wait = np.where(r >= G, t_run / (G + 1.0), 0.0) + q * t_ahead / G
+        E = v.prefill_running_elapsed_ms
+        first = np.where(np.isnan(E), t_run / (G + 1.0), 2.0 * np.maximum(0.0, t_run - E) / (G + 1.0))
+        raw_wait = np.where(r >= G, first, 0.0) + q * t_ahead / G
         wait = raw_wait * self.queue_wait_scale
         transfer = (L - np.minimum(v.cached_prompt_tokens, L - 1.0)) * fm.transfer_ms_per_token
         remote = t_prefill + transfer

@@ -101,6 +101,9 @@ class RouteView(NamedTuple):
     decode_prefill_tokens_per_s: float = 0.0
     # Prompt tokens held in the decode target's prefix cache (0 without caches).
     cached_prompt_tokens: int = 0
+    # How long the running prefills have been running (ms): not reported by the simulated
+    # gateway (None), so the model takes them to be half done, as before the input existed.
+    prefill_running_elapsed_ms: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -51,7 +51,7 @@ VIEW_ROW = (
 RECORDED_VIEW_FIELDS = tuple(n for n in VIEW_ROW[2:] if n not in ("chunk_size", "prefill_pool_gpus"))
 
 
-def view_columns(views: Sequence[tuple[float, ...]]) -> dict[str, Any]:
+def view_columns(views: Sequence[tuple[float | None, ...]]) -> dict[str, Any]:
     """``RECORDED_VIEW_FIELDS`` as int64 arrays, from per-arrival ``RouteView`` tuples (whose
     first fields are ``VIEW_ROW``)."""
     columns = {}

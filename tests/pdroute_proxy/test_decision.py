@@ -139,6 +139,43 @@ def test_ledger_orders_by_load_and_tries_engines_marked_down_last() -> None:
     assert ledger.by_load(["a", "b", "c"], 6.0)[0] == "c"  # its time is up: tried again
 
 
+def test_the_running_prefills_time_is_from_when_each_became_the_oldest_on_its_engine() -> None:
+    clock = [100.0]
+    ledger = Ledger(down_s=5.0, clock=lambda: clock[0])
+    assert ledger.pool_view(["p0", "p1"], 100.0).running_elapsed_ms is None  # nothing runs
+    first = ledger.prefill_ticket("p0", 700)  # an idle engine: it starts now
+    clock[0] = 100.2
+    second = ledger.prefill_ticket("p0", 900)  # waits behind it
+    assert ledger.pool_view(["p0"], 100.5).running_elapsed_ms == pytest.approx(500.0)
+    clock[0] = 100.6
+    second.close()  # a queued one leaves (cancelled): the running one keeps its start
+    assert ledger.pool_view(["p0"], 100.8).running_elapsed_ms == pytest.approx(800.0)
+    third = ledger.prefill_ticket("p0", 300)
+    clock[0] = 101.0
+    first.close()  # answered: the next starts now
+    view = ledger.pool_view(["p0"], 101.25)
+    assert (view.running_requests, view.running_tokens) == (1, 300)
+    assert view.running_elapsed_ms == pytest.approx(250.0)
+    ledger.prefill_ticket("p1", 100)  # p1 idle: starts at 101.0
+    assert ledger.pool_view(["p0", "p1"], 101.5).running_elapsed_ms == pytest.approx(500.0)  # mean
+    third.close()
+    assert ledger.load("p0").prefills == {}
+
+
+def test_the_decision_reads_how_long_the_running_prefill_has_run(
+    tmp_path: Path, queue_aware_params_file: Path
+) -> None:
+    d = decider(tmp_path, queue_aware_params_file, readings={})
+    d.ledger.clock = lambda: 9.7  # the running prefill started 300 ms before the decision at 10.0
+    d.ledger.prefill_ticket("p0", 2000)
+    d.ledger.prefill_ticket("p0", 2000)
+    inputs, sources = d.inputs(1000, 50, "d0", ("p0",))
+    assert inputs.prefill_running_elapsed_ms == pytest.approx(300.0)
+    assert sources["prefill_running_elapsed_ms"] == "proxy"
+    idle = decider(tmp_path, queue_aware_params_file, readings={})
+    assert idle.inputs(1000, 50, "d0", ("p0",))[0].prefill_running_elapsed_ms is None
+
+
 def test_the_proxys_model_predicts_the_first_token_it_streams(
     tmp_path: Path, fakes: tuple[FakeEngine, FakeEngine], queue_aware_params_file: Path
 ) -> None:

@@ -123,3 +123,48 @@ def test_vectorised_mixes_reported_and_missing_running_lengths() -> None:
     model = qa_model(0.25, chunk_ms_per_token_sq=1e-5, chunk_ms_per_token_seq=2e-5)
     assert model.decide_many(RouteColumns.from_inputs(rows)).rows() == [model.decide(r) for r in rows]
     assert FORMS["prefill_knee_tokens"] == 100.0  # the hand values above assume it
+
+
+# --- how long the running prefills have run ---------------------------------------------------------
+T_RUN = 10.0 + 0.02 * (4000 - 100)  # two running prefills of 4,000 tokens each: 88 ms
+RUNNING = dataclasses.replace(BUSY, prefill_running_tokens=8000)
+
+
+def _wait(elapsed_ms: float | None, x: RouteInputs = RUNNING) -> float:
+    return qa_model().decide(dataclasses.replace(x, prefill_running_elapsed_ms=elapsed_ms)).prefill_wait_ms
+
+
+def test_running_time_leaves_each_running_prefill_the_rest() -> None:
+    # Each has t_run - E left; the first of G = 2 frees after 2 (t_run - E) / 3 on average.
+    assert _wait(30.0) == pytest.approx(2 * (T_RUN - 30.0) / 3 + 3 * T_AHEAD / 2)
+    # Half done is what the model assumes without it.
+    assert _wait(T_RUN / 2) == pytest.approx(_wait(None))
+    # Done or overdue: the first frees at once; the queue still drains G at a time.
+    assert _wait(T_RUN) == _wait(10 * T_RUN) == pytest.approx(3 * T_AHEAD / 2)
+    waits = [_wait(e) for e in (0.0, 20.0, 40.0, 80.0)]
+    assert waits == sorted(waits, reverse=True) and len(set(waits)) == 4
+
+
+def test_running_time_is_the_running_prefills_own_rest_on_one_prefill_gpu() -> None:
+    one = dataclasses.replace(
+        RUNNING, prefill_pool_gpus=1, prefill_running_requests=1, prefill_running_tokens=4000
+    )
+    assert _wait(30.0, one) == pytest.approx((T_RUN - 30.0) + 3 * T_AHEAD)
+
+
+def test_running_time_has_no_effect_without_a_busy_pool_or_when_omitted() -> None:
+    free = dataclasses.replace(RUNNING, prefill_running_requests=1)  # r < G: a GPU is free
+    assert {_wait(e, free) for e in (None, 0.0, 50.0, 1e6)} == {_wait(None, free)}
+    b = qa_model().decide(RUNNING)
+    assert b.prefill_wait_ms == T_RUN / 3.0 + 3.0 * T_AHEAD / 2.0  # the form before it, bit for bit
+    assert "prefill_running_elapsed_ms" not in b.assumed
+
+
+def test_vectorised_mixes_reported_and_missing_running_times() -> None:
+    rows = [dataclasses.replace(RUNNING, prefill_running_elapsed_ms=e) for e in (None, 0.0, 30.0, None, 1e5)]
+    rows += [
+        dataclasses.replace(RUNNING, prefill_running_requests=r, prefill_running_elapsed_ms=12.5)
+        for r in (0, 1, 2)
+    ]
+    model = qa_model(0.25, chunk_ms_per_token_sq=1e-5, chunk_ms_per_token_seq=2e-5)
+    assert model.decide_many(RouteColumns.from_inputs(rows)).rows() == [model.decide(r) for r in rows]
