@@ -21,6 +21,9 @@ tokens (``GET /decisions``), and as simulated: on a machine with no core to spar
 and the client beside the engines, the first two part. Before and after each run a lone
 request on the idle d0 measures how much slower than its profile the engine is at that moment
 (1 = as profiled): on a shared machine that factor, not the simulator, can explain a gap.
+The prefill engine's own histograms over each run (its ``/metrics`` before and after) say how
+it served the prompts: engine steps, prompts per step (vLLM puts every waiting prompt that fits
+the token budget in one step), and its mean prefill and queue times per request.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from typing import Any
 
 import httpx
 import numpy as np
+from prometheus_client.parser import text_string_to_metric_families
 
 from bench.bench_proxy_replay import AZURE_CSV, replay, workload
 from bench.proxy_client import ProxyProcess, Timed, quantile
@@ -115,6 +119,48 @@ def slowdown(profile: Any, url: str, model: str, prompt_len: int, seed: int) -> 
     return {
         "prefill_x": ttft / steps.prefill_ms(prompt_len),
         "decode_x": gap / steps.decode_ms(prompt_len + 8, 1),
+    }
+
+
+# vLLM's histograms read from the prefill engine: engine steps and per-request phases.
+ENGINE_HISTOGRAMS = {
+    "steps": "vllm:iteration_tokens_total",
+    "prefill": "vllm:request_prefill_time_seconds",
+    "queue": "vllm:request_queue_time_seconds",
+}
+
+
+def engine_histograms(url: str) -> dict[str, tuple[float, float]]:
+    """(count, sum) of each of ``ENGINE_HISTOGRAMS`` on the engine at ``url`` now."""
+    return parse_histograms(httpx.get(f"{url}/metrics", timeout=10).text)
+
+
+def parse_histograms(text: str) -> dict[str, tuple[float, float]]:
+    """(count, sum) of each of ``ENGINE_HISTOGRAMS`` in a Prometheus text exposition."""
+    found: dict[str, tuple[float, float]] = {}
+    for family in text_string_to_metric_families(text):
+        for key, name in ENGINE_HISTOGRAMS.items():
+            if family.name == name.removesuffix("_total") or family.name == name:
+                count = sum(s.value for s in family.samples if s.name.endswith("_count"))
+                total = sum(s.value for s in family.samples if s.name.endswith("_sum"))
+                found[key] = (count, total)
+    return found
+
+
+def engine_served(
+    before: dict[str, tuple[float, float]], after: dict[str, tuple[float, float]]
+) -> dict[str, float]:
+    """How the engine served a run: its steps, prompts per step, mean prefill and queue ms."""
+    delta = {k: (after[k][0] - before[k][0], after[k][1] - before[k][1]) for k in after if k in before}
+    steps = delta.get("steps", (0.0, 0.0))[0]
+    requests, prefill_s = delta.get("prefill", (0.0, 0.0))
+    queue_s = delta.get("queue", (0.0, 0.0))[1]
+    return {
+        "steps": steps,
+        "requests": requests,
+        "prompts_per_step": requests / steps if steps else float("nan"),
+        "prefill_ms_mean": 1e3 * prefill_s / requests if requests else float("nan"),
+        "queue_ms_mean": 1e3 * queue_s / requests if requests else float("nan"),
     }
 
 
@@ -204,10 +250,12 @@ def main() -> int:
                 }
                 before = slowdown(profile, fleet["d0"].url, shape.name, mean_prompt, args.seed + len(rows))
                 proxy = ProxyProcess(engines, tmp / f"proxy-{mode}-{fraction}.log", **env)
+                p0_before = engine_histograms(fleet["p0"].url)
                 try:
                     rng = random.Random(args.seed)
                     results, _ = asyncio.run(replay(proxy.url, w, rate, rng, shape.name))
                     decisions = httpx.get(f"{proxy.url}/decisions", timeout=10).json()["decisions"]
+                    p0 = engine_served(p0_before, engine_histograms(fleet["p0"].url))
                 finally:
                     proxy.stop()
                     fleet.wipe_kv()
@@ -229,6 +277,8 @@ def main() -> int:
                     # d0 against its profile just before and after the run (1: as profiled)
                     "slowdown_before": before,
                     "slowdown_after": after,
+                    "p0": p0,  # how the prefill engine served the run (disaggregated)
+                    "p0_profile_prefill_ms": prefill_ms,  # the profile's prefill of the mean prompt
                 }
                 rows.append(row)
                 print(json.dumps(row), flush=True)
@@ -260,6 +310,17 @@ def table(rows: list[dict[str, Any]]) -> None:
             f"| {r['mode']} | {r['load']:.2f} ({r['rate']:.2f}/s) | "
             + " | ".join(cells)
             + f" | {model} | {slow} | {r['loadavg_1m']:.1f} |"
+        )
+    print(
+        "\n| mode | load | p0 steps | prompts per step | p0 prefill ms per request "
+        "(profile, mean prompt) | p0 queue ms per request |"
+    )
+    print("|---|---|---|---|---|---|")
+    for r in rows:
+        s = r["p0"]
+        print(
+            f"| {r['mode']} | {r['load']:.2f} | {s['steps']:.0f} | {s['prompts_per_step']:.2f} | "
+            f"{s['prefill_ms_mean']:.0f} ({r['p0_profile_prefill_ms']:.0f}) | {s['queue_ms_mean']:.0f} |"
         )
     lost = sum(r["measured"]["lost"] for r in rows)
     extrapolated = sum(r["simulated"]["extrapolated_steps"] for r in rows)

@@ -8,7 +8,13 @@ from typing import Any
 
 import numpy as np
 
-from bench.bench_sim_vs_engines import at_proxy, predicted_over_measured, simulated
+from bench.bench_sim_vs_engines import (
+    at_proxy,
+    engine_served,
+    parse_histograms,
+    predicted_over_measured,
+    simulated,
+)
 from pdroute_core.routing import RouteInputs
 from solver.plan.profile_curves import load_builtin_profile
 from solver.sim.workload import LengthDistribution, poisson_workload
@@ -54,3 +60,41 @@ def test_the_model_ratio_is_its_ttft_of_the_served_path_over_the_measured() -> N
     ratios = predicted_over_measured(records, model)
     assert math.isclose(ratios["model_ratio_p50"], 1.0) or math.isclose(ratios["model_ratio_p50"], 2.0)
     assert math.isclose(ratios["model_ratio_p90"], 2.0)
+
+
+VLLM_METRICS = """\
+# HELP vllm:iteration_tokens_total Histogram of number of tokens per engine_step.
+# TYPE vllm:iteration_tokens_total histogram
+vllm:iteration_tokens_total_bucket{engine="0",le="1.0",model_name="m"} 0.0
+vllm:iteration_tokens_total_bucket{engine="0",le="+Inf",model_name="m"} {steps}
+vllm:iteration_tokens_total_count{engine="0",model_name="m"} {steps}
+vllm:iteration_tokens_total_sum{engine="0",model_name="m"} {tokens}
+# HELP vllm:request_prefill_time_seconds Histogram of time spent in PREFILL phase for request.
+# TYPE vllm:request_prefill_time_seconds histogram
+vllm:request_prefill_time_seconds_bucket{engine="0",le="+Inf",model_name="m"} {requests}
+vllm:request_prefill_time_seconds_count{engine="0",model_name="m"} {requests}
+vllm:request_prefill_time_seconds_sum{engine="0",model_name="m"} {prefill_s}
+# HELP vllm:request_queue_time_seconds Histogram of time spent in WAITING phase for request.
+# TYPE vllm:request_queue_time_seconds histogram
+vllm:request_queue_time_seconds_bucket{engine="0",le="+Inf",model_name="m"} {requests}
+vllm:request_queue_time_seconds_count{engine="0",model_name="m"} {requests}
+vllm:request_queue_time_seconds_sum{engine="0",model_name="m"} {queue_s}
+"""
+
+
+def metrics(**values: float) -> str:
+    text = VLLM_METRICS
+    for name, value in values.items():
+        text = text.replace(f"{{{name}}}", str(value))
+    return text
+
+
+def test_the_prefill_engines_run_is_read_from_its_histograms() -> None:
+    before = parse_histograms(metrics(steps=10, tokens=5000, requests=10, prefill_s=2.0, queue_s=0.5))
+    after = parse_histograms(metrics(steps=40, tokens=50_000, requests=100, prefill_s=29.0, queue_s=9.5))
+    assert before["steps"] == (10.0, 5000.0)
+    served = engine_served(before, after)
+    # 90 prompts in 30 steps: three a step; 27 s of prefill and 9 s of queueing over 90 requests.
+    assert served["steps"] == 30 and served["requests"] == 90 and served["prompts_per_step"] == 3.0
+    assert math.isclose(served["prefill_ms_mean"], 300.0) and math.isclose(served["queue_ms_mean"], 100.0)
+    assert math.isnan(engine_served(after, after)["prompts_per_step"])  # an idle run
