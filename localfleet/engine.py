@@ -75,6 +75,15 @@ class EngineSpec:
         return self.dtype or default_dtype()
 
     @property
+    def token_budget(self) -> int | None:
+        """``--max-num-batched-tokens`` (None: vLLM's default); a prefill engine's holds a whole
+        prompt (it runs without chunked prefill), so every waiting prompt that fits goes in a step."""
+        if self.role == "prefill":
+            budget = self.max_num_batched_tokens or 0
+            return max(budget, PREFILL_BUDGET_TOKENS, self.model.max_position_embeddings)
+        return self.max_num_batched_tokens
+
+    @property
     def kv_bytes_per_token(self) -> int:
         """KV-cache bytes per token of this engine (its KV cache takes the model's dtype)."""
         return self.model.kv_bytes_per_token_of(4 if self.resolved_dtype == "float32" else 2)
@@ -99,7 +108,7 @@ def command(spec: EngineSpec, python: Path, model_dir: Path, port: int, kv_dir: 
         "--kv-cache-memory-bytes", str(spec.kv_cache_bytes),
         "--max-model-len", str(spec.model.max_position_embeddings),
     ]  # fmt: skip
-    budget = spec.max_num_batched_tokens
+    budget = spec.token_budget
     if spec.role != "collocated":
         if kv_dir is None:
             raise ValueError(f"engine {spec.name}: role {spec.role} needs the fleet's shared KV folder")
@@ -112,7 +121,6 @@ def command(spec: EngineSpec, python: Path, model_dir: Path, port: int, kv_dir: 
         argv += ["--kv-transfer-config", json.dumps(connector)]
     if spec.role == "prefill":
         argv.append("--no-enable-chunked-prefill")
-        budget = max(budget or 0, PREFILL_BUDGET_TOKENS, spec.model.max_position_embeddings)
     if budget is not None:
         argv += ["--max-num-batched-tokens", str(budget)]
     if spec.max_num_seqs is not None:

@@ -205,7 +205,9 @@ class RunState:
         else:
             self.colloc_pool = self.engines[: fleet.num_mixed]
             self.decode_pool = self.engines[fleet.num_mixed :]
-        self.pool = PrefillPool(fleet.num_prefill, fleet.prefill_queue_discipline, self.prompt)
+        self.pool = PrefillPool(
+            fleet.num_prefill, fleet.prefill_queue_discipline, self.prompt, fleet.prefill_batch_tokens
+        )
         self.ask_policy = fleet.can_collocate and fleet.can_disaggregate
         capacity = fleet.prefix_cache_capacity(latency.kv_capacity_tokens)
         self.reuse: PrefixReuse | None = None
@@ -451,20 +453,38 @@ class RunState:
 
     # --- prefill pool and transfers ---------------------------------------------------------
     def _start_prefills(self, t: float) -> None:
+        started = self.pool.take_startable()
+        k = 0
+        while k < len(started):  # one pass per worker: its prompts are adjacent
+            g = started[k][0]
+            end = k + 1
+            while end < len(started) and started[end][0] == g:
+                end += 1
+            self._start_pass(g, [rid for _, rid in started[k:end]], t)
+            k = end
+
+    def _start_pass(self, g: int, rids: list[int], t: float) -> None:
+        """Prefill GPU ``g`` starts one pass over ``rids``' prompts at ``t``; they all end with it.
+        Each prompt costs its own pass (of the rest over a cached prefix on a hit); a pass of
+        several pays the pass's fixed cost once (``StepLatency.pass_fixed_ms``)."""
         lat = self.lat
         reuse = self.reuse
-        for g, rid in self.pool.take_startable():
+        self.num_prefill_forwards += 1
+        pass_ms = 0.0
+        for i, rid in enumerate(rids):
             prompt = self.prompt[rid]
             self.prefill_start[rid] = t
-            self.num_prefill_forwards += 1
             if lat.is_extrapolated(prompt):  # only when allowed: the range check refuses it otherwise
                 self.num_extrapolated_forwards += 1
             hit = 0 if reuse is None else reuse.prefill_lookup(g, rid)
-            if hit:  # one pass of the rest over the cached prefix
+            if hit:  # the rest over the cached prefix
                 self.skipped[rid] = hit
-                self._push(t + lat.chunk_pass_ms(hit, prompt - hit), _PREFILL_END, g, rid)
+                ms = lat.chunk_pass_ms(hit, prompt - hit)
             else:
-                self._push(t + lat.prefill_ms(prompt), _PREFILL_END, g, rid)
+                ms = lat.prefill_ms(prompt)
+            pass_ms = ms if i == 0 else pass_ms + max(0.0, ms - lat.pass_fixed_ms)
+        for rid in rids:
+            self._push(t + pass_ms, _PREFILL_END, g, rid)
 
     def _end_prefill(self, g: int, rid: int, t: float) -> None:
         self.pool.finish(g, rid)

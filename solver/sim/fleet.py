@@ -43,6 +43,11 @@ says. ``"profile"`` (the default) takes the profile's ``kv_capacity_tokens`` and
 profile has none, no limit; ``None`` is no limit (every admission fits, nothing is preempted:
 the simulator as it was before KV capacity, bit for bit).
 
+A prefill GPU runs one prompt per forward pass, or with ``prefill_batch_tokens`` > 0 the queue's
+head prompts in one pass while they fit that many tokens (vLLM on a prefill engine without
+chunked prefill, as the local fleet's: ``solver.sim.prefill_pool``); 0 (the default) is one
+prompt per pass, as the tables of docs/simulation.md were measured.
+
 ``allow_extrapolation``: run even when the workload or fleet would read a table beyond its
 measured range (``solver.sim.extrapolation``); otherwise such a run is refused up front.
 """
@@ -68,7 +73,7 @@ class FleetConfig:
     """Sizes and engine limits of the simulated fleet."""
 
     topology: str = "conditional"  # "conditional" or "pools" (module docstring)
-    num_prefill: int = 2  # dedicated prefill GPUs (one prompt per forward pass)
+    num_prefill: int = 2  # dedicated prefill GPUs (one prompt per forward pass unless prefill_batch_tokens)
     num_decode: int = 6  # decode GPUs (conditional: they also prefill locally)
     num_mixed: int = 0  # pools only: GPUs serving collocated requests
     # Tokens per engine step on decode / mixed GPUs, decode tokens included (vLLM's setting).
@@ -84,11 +89,12 @@ class FleetConfig:
     kv_capacity_tokens: int | str | None = PROFILE_CAPACITY
     block_size: int = 16  # KV tokens per block (vLLM's default)
     allow_extrapolation: bool = False  # run beyond the profile's measured ranges (counted)
+    prefill_batch_tokens: int = 0  # a prefill GPU's token budget per pass (0: one prompt a pass)
 
     def __post_init__(self) -> None:
         if self.topology not in TOPOLOGIES:
             raise InvalidSimConfig(f"topology: unknown {self.topology!r} (one of {', '.join(TOPOLOGIES)})")
-        for name in ("num_prefill", "num_decode", "num_mixed"):
+        for name in ("num_prefill", "num_decode", "num_mixed", "prefill_batch_tokens"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise InvalidSimConfig(f"{name}: expected an integer >= 0, got {value!r}")

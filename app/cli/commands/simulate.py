@@ -166,6 +166,14 @@ def register(sub: Any) -> None:
         help="prefill pool queueing (default: round-robin for conditional, least-loaded for pools)",
     )
     fleet.add_argument(
+        "--prefill-batch-tokens",
+        type=int,
+        default=0,
+        metavar="N",
+        help="a prefill GPU's token budget per pass: the waiting prompts that fit go in one pass, "
+        "as vLLM runs a prefill engine without chunked prefill (default 0: one prompt a pass)",
+    )
+    fleet.add_argument(
         "--first-token",
         default="decode-engine",
         choices=("decode-engine", "prefill-engine"),
@@ -314,6 +322,7 @@ def run(args: argparse.Namespace) -> int:
         kv_capacity_tokens=_tokens_or_profile(args.kv_capacity_tokens, "--kv-capacity-tokens", 1),
         block_size=args.block_size,
         allow_extrapolation=args.allow_extrapolation,
+        prefill_batch_tokens=args.prefill_batch_tokens,
     )
     kv_capacity = fleet.kv_capacity_in_force(profile.kv_capacity_tokens)
     if kv_capacity is not None:

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from pdroute_core.routing.types import DISAGGREGATED
+from solver.errors import InvalidSimConfig
 from solver.profile_result import ProfileResult
 from solver.sim import (
     AlwaysCollocated,
@@ -172,6 +173,56 @@ def test_prefill_queues_serve_four_prompts_as_hand_computed(discipline: str, end
 )
 def test_least_loaded_placement_counts_tokens_not_time_left(discipline: str, ends: list[float]) -> None:
     assert queue_run(discipline, [0.0, 0.049, 0.0495], [2048, 1024, 64]) == pytest.approx(ends, rel=1e-9)
+
+
+@pytest.mark.parametrize(
+    ("budget", "ends"),
+    [
+        # One prompt a pass: r0 0-26, then r1 +4, r2 +11, r3 +26, r4 +4.
+        (0, [26.0, 30.0, 41.0, 67.0, 71.0]),
+        # r1-r4 (1,664 tokens) fit one pass at 26 ms: each prompt's pass, the fixed 2 ms paid once
+        # (4 + 9 + 24 + 2 = 39 ms), all four out at its end.
+        (2048, [26.0, 65.0, 65.0, 65.0, 65.0]),
+        # 1,000 tokens: r1 + r2 (576) in one pass (13 ms); r3 does not fit beside them, nor r4
+        # beside r3 (1,088): first come, first served, no skipping ahead.
+        (1000, [26.0, 39.0, 39.0, 65.0, 69.0]),
+    ],
+)
+def test_a_prefill_gpu_with_a_token_budget_runs_the_waiting_prompts_that_fit_in_one_pass(
+    budget: int, ends: list[float]
+) -> None:
+    fleet = FleetConfig(
+        num_prefill=1,
+        num_decode=1,
+        max_num_batched_tokens=512,
+        first_token="prefill-engine",
+        prefill_batch_tokens=budget,
+    )
+    lat = StepLatency(P.make_convex_profile())
+    assert lat.pass_fixed_ms == 2.0  # the line through (1024, 26) and (2048, 50) meets 0 at 2 ms
+    prompts = [1024, 64, 512, 1024, 64]
+    wl = Workload(np.array([0.0] + [0.001] * 4), np.array(prompts), np.ones(5, dtype=np.int64))
+    rec = run(lat, fleet, True, wl)
+    assert [float(t) for t in rec.first_token_ms] == pytest.approx(ends, rel=1e-12)
+    assert rec.num_prefill_forwards == {0: 5, 2048: 2, 1000: 4}[budget]
+
+
+def test_the_pool_counts_a_passs_prompts_running_until_the_last_ends() -> None:
+    pool = PrefillPool(1, "shared", [100, 30, 50, 900], batch_tokens=200)
+    for r in range(4):
+        pool.place(r)
+    assert pool.take_startable() == [(0, 0), (0, 1), (0, 2)]  # 180 tokens; r3 does not fit
+    assert (pool.num_running, pool.running_tokens, pool.num_queued) == (3, 180, 1)
+    pool.finish(0, 0)
+    pool.finish(0, 1)
+    assert pool.take_startable() == []  # the pass has not ended: the worker is busy
+    pool.finish(0, 2)
+    assert pool.take_startable() == [(0, 3)]  # alone: the head always goes
+
+
+def test_a_negative_prefill_budget_is_refused() -> None:
+    with pytest.raises(InvalidSimConfig, match="prefill_batch_tokens"):
+        FleetConfig(prefill_batch_tokens=-1)
 
 
 def test_the_pool_counters_follow_placement_start_and_finish() -> None:

@@ -138,6 +138,16 @@ def test_simulate_without_a_profile_runs_on_the_embedded_default(
     assert embedded["results"] == named["results"] and len(embedded["results"]) == 2
 
 
+def test_a_prefill_budget_puts_waiting_prompts_in_one_pass(tmp_path: Path) -> None:
+    args = ["simulate", "--poisson", "300", "--lengths", "fixed:300,4", "--rates", "60"]
+    args += ["--policies", "disaggregated", "--prefill-gpus", "1", "--no-plots"]
+    assert main([*args, "-o", str(tmp_path / "one")]) == 0
+    assert main([*args, "--prefill-batch-tokens", "4096", "-o", str(tmp_path / "packed")]) == 0
+    one, packed = (json.loads((tmp_path / d / "results.json").read_text()) for d in ("one", "packed"))
+    # The same requests, fewer prefill passes: the busy pool's waiting prompts share one.
+    assert packed["results"][0]["num_passes"] < one["results"][0]["num_passes"]
+
+
 def test_simulate_best_static_with_shedding(tmp_path: Path, profile_file: Path) -> None:
     out = tmp_path / "b"
     args = ["simulate", "--profile", str(profile_file), "--poisson", "200", "--lengths", "lognormal:900,40"]
@@ -212,6 +222,10 @@ POISSON_10_LONG = ["--poisson", "10", "--rates", "1", "--lengths", "fixed:1000,5
         (
             ["--poisson", "10", "--rates", "1", "--lengths", "fixed:100,5", "--kv-capacity-tokens", "lots"],
             "--kv-capacity-tokens: expected N, profile or none",
+        ),
+        (
+            ["--poisson", "10", "--rates", "1", "--lengths", "fixed:100,5", "--prefill-batch-tokens", "-1"],
+            "prefill_batch_tokens: expected an integer >= 0, got -1",
         ),
         (
             [*POISSON_10_LONG, "--kv-capacity-tokens", "1000"],
