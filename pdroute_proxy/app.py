@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator, Callable
 import aiohttp
 from fastapi import FastAPI, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, disable_created_metrics, generate_latest
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.engines.scraper import EngineScraper, build_scraper
 from app.learners.calibration import calibration_from_settings
@@ -42,6 +43,18 @@ log = logging.getLogger("pdroute.proxy")
 
 class NoEnginesFile(PdrouteError):
     """The proxy needs the fleet: PDROUTE_ENGINES_FILE (or --engines) is not set."""
+
+
+class ProxyApp(FastAPI):
+    """FastAPI behind ``api.Completions``, which answers the completion endpoints itself."""
+
+    front: ASGIApp | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.front is None:
+            await super().__call__(scope, receive, send)
+            return
+        await self.front(scope, receive, send)
 
 
 def create_proxy_app(
@@ -112,18 +125,19 @@ def create_proxy_app(
             if owned:
                 await holder["client"].close()
 
-    app = FastAPI(title="pdroute proxy", version="0.1.0", lifespan=lifespan)
+    app = ProxyApp(title="pdroute proxy", version="0.1.0", lifespan=lifespan)
     app.state.settings = settings
     app.state.store = store
     app.state.ledger = ledger
     app.state.relay = relay
     app.state.tokenizer = tokenizer
-    app.state.observer = Observer(metrics, monotonic, calibration, output_learning)
+    observer = app.state.observer = Observer(metrics, monotonic, calibration, output_learning)
     app.state.calibration = calibration
     app.state.output_learning = output_learning
     app.state.scraper = scraper
     responses.install(app)
     app.include_router(api.router)
+    app.front = api.Completions(super(ProxyApp, app).__call__, relay, tokenizer, observer)
 
     @app.get("/v1/models")
     async def models() -> Response:

@@ -41,12 +41,18 @@ class EngineLoad:
     running_since: float = math.nan  # monotonic s: when the oldest of ``prefills`` became the oldest
     down_until: float = -math.inf  # monotonic s
     prefilled: deque[tuple[float, int]] = field(default_factory=deque)  # (monotonic s, tokens), oldest first
+    prefilled_tokens: int = 0  # the sum of ``prefilled``'s tokens (kept, not summed per request)
+
+    def count_prefilled(self, now: float, tokens: int) -> None:
+        """``tokens`` prompt tokens were prefilled here at ``now`` (monotonic s)."""
+        self.prefilled.append((now, tokens))
+        self.prefilled_tokens += tokens
 
     def prefill_rate(self, now: float) -> float:
         """Prompt tokens per second prefilled here over the last ``RATE_WINDOW_S`` (older ones dropped)."""
         while self.prefilled and self.prefilled[0][0] < now - RATE_WINDOW_S:
-            self.prefilled.popleft()
-        return sum(tokens for _, tokens in self.prefilled) / RATE_WINDOW_S
+            self.prefilled_tokens -= self.prefilled.popleft()[1]
+        return self.prefilled_tokens / RATE_WINDOW_S
 
 
 @dataclass(frozen=True)
@@ -78,7 +84,7 @@ class Ticket:
             self.is_decoding = True
             self.load.pending_prefill_tokens -= self.prompt_tokens
             self.load.decoding += 1
-            self.load.prefilled.append((now, self.prompt_tokens))
+            self.load.count_prefilled(now, self.prompt_tokens)
 
     def close(self) -> None:
         if self.is_closed:

@@ -1,7 +1,10 @@
 """Serving one completion on the fleet: decide, prefill, decode, and fall back on every failure.
 
 ``Relay.serve(job)`` yields ``Piece``s (new tokens, in order) and ends with the ``Served``
-record in ``job.served``. Disaggregated: the prefill engine answers ``max_tokens: 1`` and that
+record in ``job.served``; before its first token it may yield ``ACCEPTED``, once, when a decode
+engine has answered 200 to its stream (the client's answer is then a 200 too, so its headers
+can go out while the engine prefills; a failure after that is reported in the stream, not as
+an HTTP status). Disaggregated: the prefill engine answers ``max_tokens: 1`` and that
 first token is yielded at once; then the decode engine continues (``handoff``). A prefill
 engine that is down, slow or failing means the request is prefilled on its decode engine
 instead; a decode engine that fails before its first token means the next engine by load;
@@ -30,7 +33,7 @@ from pdroute_proxy.handoff import Handoff, decode_request, prefill_request
 from pdroute_proxy.ledger import Ledger
 from pdroute_proxy.metrics import ProxyMetrics
 from pdroute_proxy.settings import ProxySettings
-from pdroute_proxy.upstream import Event, UpstreamError, api_base, post_json, stream, timeouts
+from pdroute_proxy.upstream import OPENED, Event, UpstreamError, api_base, post_json, stream, timeouts
 
 
 @dataclass
@@ -51,6 +54,11 @@ class Piece:
     finish_reason: str | None
 
 
+# Yielded (at most once, before any token) when the first engine has accepted the request: no
+# tokens, so a consumer that only joins the pieces may ignore what it is.
+ACCEPTED = Piece((), "", None)
+
+
 @dataclass
 class Served:
     """How a request was served and what it measured (monotonic s)."""
@@ -64,6 +72,7 @@ class Served:
     finish_reason: str | None = None
     usage_prompt_tokens: int | None = None
     told_output_len: int = 0  # the output length the decision was told before any correction
+    is_accepted: bool = False  # ACCEPTED or a token was yielded: the answer is a 200
 
 
 class Relay:
@@ -135,6 +144,7 @@ class Relay:
                 served.path = COLLOCATED
             else:
                 generated.extend(handoff.token_ids)
+                served.is_accepted = True
                 served.token_times.append(self.monotonic())
                 yield Piece(handoff.token_ids, handoff.text, handoff.finish_reason)
                 if handoff.finish_reason == "stop" or job.max_tokens <= len(generated):
@@ -199,7 +209,14 @@ class Relay:
             served.engines.append(engine_id)
             got_any = False
             try:
-                async for event in stream(self.client(), api_base(endpoint.url), body, self.decode_timeout):
+                url = api_base(endpoint.url)
+                announce = not served.is_accepted
+                events = stream(self.client(), url, body, self.decode_timeout, announce=announce)
+                async for event in events:
+                    if event is OPENED:
+                        served.is_accepted = True
+                        yield ACCEPTED
+                        continue
                     piece = self._piece(event, skip)
                     skip = max(0, skip - len(event.token_ids))
                     usage = event.raw.get("usage")

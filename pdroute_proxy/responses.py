@@ -20,6 +20,21 @@ def error_body(message: str, kind: str, code: int, param: str | None = None) -> 
     return {"error": {"message": message, "type": kind, "param": param, "code": code}}
 
 
+Answer = tuple[int, list[tuple[bytes, bytes]], bytes]  # status, headers, body: a whole answer
+
+
+def json_answer(body: dict[str, Any], status: int = 200) -> Answer:
+    raw = orjson.dumps(body)
+    return status, [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(raw))], raw
+
+
+def as_response(answer: Answer) -> Response:
+    status, headers, body = answer
+    response = Response(body, status_code=status)
+    response.raw_headers = headers
+    return response
+
+
 def json_response(body: dict[str, Any], status: int = 200) -> Response:
     return Response(orjson.dumps(body), status_code=status, media_type="application/json")
 
@@ -60,32 +75,49 @@ def usage(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
     }
 
 
-def answer_of(exc: Exception) -> Response:
+def answer_of(exc: Exception) -> Answer:
     """The one mapping of the proxy's errors to HTTP answers."""
     if isinstance(exc, NoEngine):
-        return json_response(error_body(f"no engine can serve this request: {exc}", "no_engine", 503), 503)
+        return json_answer(error_body(f"no engine can serve this request: {exc}", "no_engine", 503), 503)
     if isinstance(exc, Shed):
         # The predicted lateness is how long the backlog ahead needs to drain: retry after it.
         retry_after = min(MAX_RETRY_AFTER_S, max(1, math.ceil(exc.lateness_ms / 1000.0)))
-        answer = json_response(error_body(str(exc), "overloaded", 503), 503)
-        answer.headers["retry-after"] = str(retry_after)
-        return answer
+        status, headers, body = json_answer(error_body(str(exc), "overloaded", 503), 503)
+        return status, [*headers, (b"retry-after", str(retry_after).encode())], body
     if isinstance(exc, BadRequest):
-        return json_response(error_body(str(exc), "invalid_request_error", 400, exc.param), 400)
+        return json_answer(error_body(str(exc), "invalid_request_error", 400, exc.param), 400)
     if isinstance(exc, UpstreamRejected):
-        return Response(exc.body, status_code=exc.status, media_type="application/json")
+        headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(exc.body))]
+        return exc.status, headers, exc.body
     raise exc
+
+
+def invalid(errors: list[Any]) -> Answer:
+    """The 400 of a body that does not validate: the first bad field named in ``param``."""
+    first = [str(p) for p in (errors[0].get("loc", ()) if errors else ()) if p != "body"]
+    message = describe_validation_errors(errors) if errors else "invalid request"
+    return json_answer(error_body(message, "invalid_request_error", 400, ".".join(first) or None), 400)
+
+
+def stream_error(exc: Exception, num_tokens: int) -> dict[str, Any]:
+    """The error event of a stream whose headers (a 200) are out: after ``num_tokens`` tokens,
+    or before any (the engine that accepted the request failed, and no other could serve it)."""
+    if num_tokens == 0 and isinstance(exc, NoEngine):
+        return error_body(f"no engine can serve this request: {exc}", "no_engine", 503)
+    if num_tokens == 0 and isinstance(exc, UpstreamRejected):
+        return error_body(f"{exc}: {exc.body[:500].decode(errors='replace')}", "upstream_error", exc.status)
+    return error_body(f"the answer was cut short: {exc}", "upstream_error", 502)
 
 
 def install(app: FastAPI) -> None:
     async def validation(request: Request, exc: Exception) -> Response:
         errors = list(exc.errors()) if isinstance(exc, RequestValidationError) else []
-        first = [str(p) for p in (errors[0].get("loc", ()) if errors else ()) if p != "body"]
-        message = describe_validation_errors(errors) if errors else str(exc)
-        return json_response(error_body(message, "invalid_request_error", 400, ".".join(first) or None), 400)
+        if not errors:
+            return as_response(json_answer(error_body(str(exc), "invalid_request_error", 400), 400))
+        return as_response(invalid(errors))
 
     async def proxy_error(request: Request, exc: Exception) -> Response:
-        return answer_of(exc)
+        return as_response(answer_of(exc))
 
     app.add_exception_handler(RequestValidationError, validation)
     for kind in (NoEngine, Shed, BadRequest, UpstreamRejected):

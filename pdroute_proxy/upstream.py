@@ -48,6 +48,11 @@ class Event:
     raw: dict[str, Any]  # the whole event (kv_transfer_params, usage, logprobs, ...)
 
 
+# What ``stream(..., announce=True)`` yields first, once the engine has answered 200 (before its
+# first event): the request is accepted, its answer will be a stream.
+OPENED = Event((), "", None, {})
+
+
 def _event(data: dict[str, Any]) -> Event:
     choices = data.get("choices") or []
     if not choices:  # the usage event at the end of a stream
@@ -97,11 +102,17 @@ _TRANSPORT = (aiohttp.ClientError, TimeoutError, HttpProcessingError)
 
 
 async def stream(
-    client: aiohttp.ClientSession, base_url: str, body: dict[str, Any], timeout: aiohttp.ClientTimeout
+    client: aiohttp.ClientSession,
+    base_url: str,
+    body: dict[str, Any],
+    timeout: aiohttp.ClientTimeout,
+    *,
+    announce: bool = False,
 ) -> AsyncIterator[Event]:
     """Stream ``body`` (a completion request; ``stream`` and ``return_token_ids`` are set here)
-    from ``base_url``: its events until ``[DONE]``. Raises ``UpstreamError`` on any failure,
-    including a stream that ends without ``[DONE]`` (the engine died mid-answer)."""
+    from ``base_url``: its events until ``[DONE]``, after ``OPENED`` when ``announce``. Raises
+    ``UpstreamError`` on any failure, including a stream that ends without ``[DONE]`` (the
+    engine died mid-answer)."""
     payload = {**body, "stream": True, "return_token_ids": True}
     payload["stream_options"] = {"include_usage": True}
     try:
@@ -110,6 +121,8 @@ async def stream(
         ) as response:
             if response.status != 200:
                 raise _status_error(response.status, await _error_body(response))
+            if announce:
+                yield OPENED
             is_done = False
             async for line in response.content:  # read to the end: the connection is then reused
                 if is_done or not line.startswith(b"data:"):

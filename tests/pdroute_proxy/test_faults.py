@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 import httpx
+import orjson
 
 from tests.pdroute_proxy.conftest import start_proxy
 from tests.pdroute_proxy.fake_engine import FakeEngine, Faults
@@ -192,5 +193,53 @@ def test_a_whole_answer_whose_client_leaves_cancels_upstream(
         while decode.cancelled < 1 and time.monotonic() < deadline:
             time.sleep(0.02)
         assert decode.cancelled == 1
+    finally:
+        proxy.stop()
+
+
+def test_a_decode_engine_failing_after_it_accepted_ends_the_stream_with_an_error_event(
+    tmp_path: Path, fakes: tuple[FakeEngine, FakeEngine]
+) -> None:
+    # The engine answered 200, so the client already has its headers: no 503 any more, but an
+    # error event naming the cause, then [DONE].
+    prefill, decode = fakes
+    decode.faults = Faults(die_after_tokens=0)
+    proxy = start_proxy(tmp_path, [prefill], [decode], policy="collocated", max_retries=1)
+    try:
+        with (
+            proxy.client() as client,
+            client.stream("POST", "/v1/completions", json={**BODY, "stream": True}) as r,
+        ):
+            assert r.status_code == 200
+            lines = [line for line in r.iter_lines() if line.startswith("data: ")]
+        assert lines[-1] == "data: [DONE]"
+        (error_line,) = lines[:-1]
+        error = orjson.loads(error_line[6:])["error"]
+        assert error["type"] == "no_engine" and error["code"] == 503 and "d0" in error["message"]
+        assert len(decode.requests) == 2
+        assert proxy.metric("pdroute_proxy_requests_total", outcome="no_engine") == 1
+        assert proxy.metric("pdroute_proxy_in_flight_requests") == 0
+    finally:
+        proxy.stop()
+
+
+def test_a_client_that_leaves_before_the_first_token_cancels_the_upstream_request(
+    tmp_path: Path, fakes: tuple[FakeEngine, FakeEngine]
+) -> None:
+    prefill, decode = fakes
+    decode.token_delay_s = 5.0  # a long prefill: the client has its headers, then leaves
+    proxy = start_proxy(tmp_path, [prefill], [decode], policy="collocated", read_timeout_s=10.0)
+    try:
+        started = time.monotonic()
+        with httpx.Client(base_url=proxy.url, timeout=10) as client:
+            body = {"prompt": prompt_of(20), "max_tokens": 4, "stream": True}
+            with client.stream("POST", "/v1/completions", json=body) as r:
+                assert r.status_code == 200
+        deadline = started + 4  # well before the first token
+        while decode.cancelled < 1 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert decode.cancelled == 1 and decode.running == 0
+        assert proxy.metric("pdroute_proxy_requests_total", outcome="cancelled") == 1
+        assert all(load.in_flight == 0 for load in proxy.app.state.ledger.engines.values())
     finally:
         proxy.stop()

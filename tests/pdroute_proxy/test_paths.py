@@ -5,6 +5,7 @@ give exactly the tokens of one engine generating alone."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -178,3 +179,46 @@ def test_decisions_show_each_requests_path_and_latencies(
     # The fake decode engine waits token_delay_s between tokens: the TPOT is at least that.
     assert d["tpot_ms"] >= decode.token_delay_s * 1e3 * 0.9
     assert d["ttft_ms"] > 0
+
+
+def test_a_streamed_answer_has_its_headers_once_the_engine_accepted(
+    tmp_path: Path, fakes: tuple[FakeEngine, FakeEngine]
+) -> None:
+    # The decode engine answers 200 at once and its first token after 0.5 s (its prefill): the
+    # client has the proxy's 200 before that token, as it would from the engine itself.
+    prefill, decode = fakes
+    decode.token_delay_s = 0.5
+    proxy = start_proxy(tmp_path, [prefill], [decode], policy="collocated")
+    try:
+        body = {"prompt": prompt_of(20), "max_tokens": 2, "stream": True, "return_token_ids": True}
+        with proxy.client() as client:
+            started = time.monotonic()
+            with client.stream("POST", "/v1/completions", json=body) as r:
+                headers_s = time.monotonic() - started
+                assert r.status_code == 200
+                assert r.headers["content-type"].startswith("text/event-stream")
+                lines = [line for line in r.iter_lines() if line.startswith("data: ")]
+                first_token_s = time.monotonic() - started
+        assert headers_s < 0.4 < first_token_s
+        assert lines[-1] == "data: [DONE]" and len(lines) == 3
+    finally:
+        proxy.stop()
+
+
+def test_the_completion_endpoints_are_documented_and_other_methods_are_405(
+    tmp_path: Path, fakes: tuple[FakeEngine, FakeEngine]
+) -> None:
+    prefill, decode = fakes
+    proxy = start_proxy(tmp_path, [prefill], [decode], policy="collocated")
+    try:
+        with proxy.client() as client:
+            paths = client.get("/openapi.json").json()["paths"]
+            for path, model in (
+                ("/v1/completions", "CompletionRequest"),
+                ("/v1/chat/completions", "ChatRequest"),
+            ):
+                schema = paths[path]["post"]["requestBody"]["content"]["application/json"]["schema"]
+                assert schema["$ref"].endswith(model)
+                assert client.get(path).status_code == 405
+    finally:
+        proxy.stop()
