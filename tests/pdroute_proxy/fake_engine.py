@@ -51,6 +51,8 @@ class FakeEngine:
     faults: Faults = field(default_factory=Faults)
     requests: list[dict[str, Any]] = field(default_factory=list)
     kv_pulled: list[dict[str, Any]] = field(default_factory=list)
+    # Held before a streamed answer's first token until set (None: no wait).
+    first_token_gate: threading.Event | None = None
     cancelled: int = 0
     finished: int = 0
     running: int = 0
@@ -175,6 +177,9 @@ class FakeEngine:
                 if self.faults.die_after_tokens is not None and i >= self.faults.die_after_tokens:
                     raise ConnectionAbortedError("injected death mid-stream")
                 await asyncio.sleep(self.token_delay_s)
+                gate = self.first_token_gate
+                while i == 0 and gate is not None and not gate.is_set():
+                    await asyncio.sleep(0.005)
                 out.append(next_token(out))
                 finish = "length" if i == max_tokens - 1 else None
                 event = {

@@ -5,10 +5,11 @@ give exactly the tokens of one engine generating alone."""
 
 from __future__ import annotations
 
-import time
+import threading
 from pathlib import Path
 from typing import Any
 
+import httpx
 import orjson
 import pytest
 
@@ -184,24 +185,25 @@ def test_decisions_show_each_requests_path_and_latencies(
 def test_a_streamed_answer_has_its_headers_once_the_engine_accepted(
     tmp_path: Path, fakes: tuple[FakeEngine, FakeEngine]
 ) -> None:
-    # The decode engine answers 200 at once and its first token after 0.5 s (its prefill): the
-    # client has the proxy's 200 before that token, as it would from the engine itself.
+    # The decode engine answers 200 at once and holds its first token (its prefill) until the
+    # client has the proxy's headers: a proxy that waited for the token would time out here.
     prefill, decode = fakes
-    decode.token_delay_s = 0.5
+    gate = threading.Event()
+    decode.first_token_gate = gate
     proxy = start_proxy(tmp_path, [prefill], [decode], policy="collocated")
     try:
         body = {"prompt": prompt_of(20), "max_tokens": 2, "stream": True, "return_token_ids": True}
-        with proxy.client() as client:
-            started = time.monotonic()
-            with client.stream("POST", "/v1/completions", json=body) as r:
-                headers_s = time.monotonic() - started
-                assert r.status_code == 200
-                assert r.headers["content-type"].startswith("text/event-stream")
-                lines = [line for line in r.iter_lines() if line.startswith("data: ")]
-                first_token_s = time.monotonic() - started
-        assert headers_s < 0.4 < first_token_s
+        with (
+            httpx.Client(base_url=proxy.url, timeout=10.0) as client,
+            client.stream("POST", "/v1/completions", json=body) as r,
+        ):
+            assert r.status_code == 200 and not gate.is_set()
+            assert r.headers["content-type"].startswith("text/event-stream")
+            gate.set()
+            lines = [line for line in r.iter_lines() if line.startswith("data: ")]
         assert lines[-1] == "data: [DONE]" and len(lines) == 3
     finally:
+        gate.set()
         proxy.stop()
 
 
