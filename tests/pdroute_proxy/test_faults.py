@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 from pathlib import Path
 
@@ -227,19 +228,20 @@ def test_a_client_that_leaves_before_the_first_token_cancels_the_upstream_reques
     tmp_path: Path, fakes: tuple[FakeEngine, FakeEngine]
 ) -> None:
     prefill, decode = fakes
-    decode.token_delay_s = 5.0  # a long prefill: the client has its headers, then leaves
-    proxy = start_proxy(tmp_path, [prefill], [decode], policy="collocated", read_timeout_s=10.0)
+    gate = threading.Event()  # the engine's first token never comes while the client is there
+    decode.first_token_gate = gate
+    proxy = start_proxy(tmp_path, [prefill], [decode], policy="collocated", read_timeout_s=30.0)
     try:
-        started = time.monotonic()
         with httpx.Client(base_url=proxy.url, timeout=10) as client:
             body = {"prompt": prompt_of(20), "max_tokens": 4, "stream": True}
             with client.stream("POST", "/v1/completions", json=body) as r:
-                assert r.status_code == 200
-        deadline = started + 4  # well before the first token
+                assert r.status_code == 200  # the headers; then the client leaves
+        deadline = time.monotonic() + 10
         while decode.cancelled < 1 and time.monotonic() < deadline:
             time.sleep(0.02)
-        assert decode.cancelled == 1 and decode.running == 0
+        assert decode.cancelled == 1 and decode.running == 0 and not gate.is_set()
         assert proxy.metric("pdroute_proxy_requests_total", outcome="cancelled") == 1
         assert all(load.in_flight == 0 for load in proxy.app.state.ledger.engines.values())
     finally:
+        gate.set()
         proxy.stop()
