@@ -12,7 +12,7 @@ from localfleet import BLOCK_SIZE, Fleet
 from solver.profile_io import load_profile
 
 GRID = [
-    "--prompt-lens", "32,64,128,256",
+    "--prompt-lens", "32,64,128,1024",
     "--kv-lens", "32,128",
     "--batch-sizes", "1,2,4",
     "--chunk-sizes", "64,512",
@@ -42,10 +42,10 @@ def test_profile_of_the_live_pair_is_written_and_fitted(
     ]
     assert main(argv) == 0
     profile = load_profile(out)
-    assert sorted(profile.T_prefill) == [32, 64, 128, 256]
+    assert sorted(profile.T_prefill) == [32, 64, 128, 1024]
     assert sorted(profile.T_decode) == [(kv, b) for kv in (32, 128) for b in (1, 2, 4)]
     assert sorted(profile.T_interference) == [(c, b) for c in (64, 512) for b in (2, 3)]
-    assert all(len(profile.samples[f"prefill/{n}"]) == 3 for n in (32, 64, 128, 256))
+    assert all(len(profile.samples[f"prefill/{n}"]) == 3 for n in (32, 64, 128, 1024))
     assert profile.bytes_per_token == p0.spec.kv_bytes_per_token
     assert profile.p2p_bandwidth_GBps > 0
     prov = profile.provenance
@@ -54,8 +54,9 @@ def test_profile_of_the_live_pair_is_written_and_fitted(
     assert prov["cache_config_info"]["block_size"] == str(BLOCK_SIZE)
     assert set(prov["handoff"]["points"]) == {"64", "256"}
     assert set(prov["interference_slowdown"]) == {"64x2", "64x3", "512x2", "512x3"}
-    # A longer prompt costs more to prefill (prefill dominates at 256 vs 32 tokens even here).
-    assert profile.T_prefill[256] > profile.T_prefill[32]
+    # A longer prompt costs more to prefill. (At 256 tokens against 32 the tiny model's fixed
+    # costs per request can hide it: 19.4 against 20.3 ms was measured on one host.)
+    assert profile.T_prefill[1024] > profile.T_prefill[32]
 
     params = tmp_path / "params.json"
     assert main(["fit", str(out), "-o", str(params)]) == 0
