@@ -49,6 +49,7 @@ class RouteQuery:
     decode_prefill_tokens_per_s: float | None = None  # the same on the decode GPU
     prefill_running_tokens: int | None = None  # prompt tokens of the prefills running on the pool
     prefill_running_elapsed_ms: float | None = None  # how long they have been running, on average
+    colloc_tpot_slack_ms: float | None = None  # the least TPOT slack of the collocation GPU's decodes
     objective: str | None = None  # latency or goodput; the service's setting when None
     request_id: str | None = None
 

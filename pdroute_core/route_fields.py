@@ -10,8 +10,8 @@ compare each declared class with this table field by field.
 ``default`` is what a decision model takes for a field the request did not report: a number,
 or a ``Default`` expression of other fields (``colloc_context_tokens``: the running decodes
 each with this prompt's context, ``system_load * prompt_len``), or ``None`` where the model
-reads "not reported" as such (``prefill_running_tokens``, ``prefill_running_elapsed_ms``: the
-wait is then the form before that input existed, bit for bit).
+reads "not reported" as such (``prefill_running_tokens``, ``prefill_running_elapsed_ms``,
+``colloc_tpot_slack_ms``: the answer is then the one before that input existed, bit for bit).
 ``pdroute_core.routing.resolve`` applies the defaults once for one request and once for
 columns; ``pdroute_core.request_defaults`` applies the service's own defaults (the output
 length by prompt, the SLO targets of its settings) before that.
@@ -204,6 +204,15 @@ ROUTE_FIELDS: tuple[RouteField, ...] = (
         "(ms; what a gateway that sends each engine its prompts in order knows: since each "
         "reached the head of its engine's queue); the queue-aware model waits for the rest of "
         "them. If omitted, they are taken to be half done (not listed in assumed)",
+    ),
+    _f(
+        "colloc_tpot_slack_ms", "float", 0, MAX_SLO_MS,
+        "the least TPOT slack of the decodes running on the collocation GPU that are still "
+        "within their TPOT target (ms): how much more delay the first of them to go late can "
+        "take, tpot_slo * (O - 1) less the time since its first token and its remaining steps "
+        "(what a gateway that streams their tokens knows); under goodput the queue-aware model "
+        "does not collocate a prompt whose chunks would delay them by more. If omitted, none is "
+        "taken to be that close (not listed in assumed)",
     ),
 )  # fmt: skip
 

@@ -147,6 +147,9 @@ class Decider:
             "prefill_running_elapsed_ms": pool.running_elapsed_ms,
             "prefill_pool_gpus": max(pool.num_engines, 1),
         }
+        if self.settings.default_tpot_slo_ms is not None:
+            slo = self.settings.default_tpot_slo_ms
+            own["colloc_tpot_slack_ms"] = self.ledger.tpot_slack_ms(decode_id, now, slo)
         for name in ("system_load", "decode_batch_size"):
             if name not in values:
                 own[name] = load.decoding

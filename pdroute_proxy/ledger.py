@@ -10,6 +10,13 @@ running, the rest as queued (vLLM's scheduler is first come, first served), the 
 since it became the oldest (sent to an idle engine, or its predecessor answered). It also
 remembers engines that refused a connection, to try them last for ``down_s``.
 
+On decode engines it follows each decoding request's tokens (its first token's time, the tokens
+so far, its predicted output length) and the engine's last ``PACE_GAPS`` gaps between tokens,
+whose median is its pace (a stall is a rare long gap; the median is the step). From them,
+``tpot_slack_ms``: the least TPOT slack of the decodes still within their target, the delay the
+first of them to go late can still take (``tpot_slo * (O - 1)`` less the time since its first
+token and its remaining steps at the engine's pace): what a prefill beside them may cost.
+
 The prefill rate is the proxy's own because the engine's counter cannot give it: vLLM's
 ``prompt_tokens_total`` counts every prompt token of every request, the ones a KV connector
 loaded (and prefix-cache hits) too, so on a decode engine that takes hand-offs it counts prompts
@@ -20,6 +27,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import statistics
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable
@@ -28,6 +36,7 @@ from dataclasses import dataclass, field
 from solver.sim.batching_gpu import PREFILL_RATE_WINDOW_MS
 
 RATE_WINDOW_S = PREFILL_RATE_WINDOW_MS / 1000.0  # the prefill rate's window: the simulated gateway's
+PACE_GAPS = 64  # gaps between tokens a decode engine's pace is the median of
 
 
 @dataclass
@@ -42,6 +51,8 @@ class EngineLoad:
     down_until: float = -math.inf  # monotonic s
     prefilled: deque[tuple[float, int]] = field(default_factory=deque)  # (monotonic s, tokens), oldest first
     prefilled_tokens: int = 0  # the sum of ``prefilled``'s tokens (kept, not summed per request)
+    decoders: dict[int, Ticket] = field(default_factory=dict)  # the requests decoding here, by id
+    gaps: deque[float] = field(default_factory=lambda: deque(maxlen=PACE_GAPS))  # s per token, newest last
 
     def count_prefilled(self, now: float, tokens: int) -> None:
         """``tokens`` prompt tokens were prefilled here at ``now`` (monotonic s)."""
@@ -68,13 +79,18 @@ class PoolView:
 
 
 class Ticket:
-    """One request's stay on one engine; ``first_token`` moves it from prefilling to decoding."""
+    """One request's stay on one engine; ``first_token`` moves it from prefilling to decoding,
+    ``progress`` follows its tokens there."""
 
-    def __init__(self, load: EngineLoad, prompt_tokens: int) -> None:
+    def __init__(self, load: EngineLoad, prompt_tokens: int, output_len: int = 0) -> None:
         self.load = load
         self.prompt_tokens = prompt_tokens
+        self.output_len = output_len  # predicted (0: unknown)
         self.is_decoding = False
         self.is_closed = False
+        self.first_at = math.nan  # monotonic s: the request's first token (on any engine)
+        self.last_at = math.nan  # monotonic s: its last token here
+        self.num_tokens = 0  # the request's tokens so far
         load.in_flight += 1
         load.pending_prefill_tokens += prompt_tokens
 
@@ -85,6 +101,15 @@ class Ticket:
             self.load.pending_prefill_tokens -= self.prompt_tokens
             self.load.decoding += 1
             self.load.count_prefilled(now, self.prompt_tokens)
+            self.load.decoders[id(self)] = self
+
+    def progress(self, first_at: float, num_tokens: int, now: float) -> None:
+        """The request has ``num_tokens`` tokens at ``now``, its first at ``first_at`` (monotonic
+        s); the gap since its previous token here goes into the engine's pace."""
+        if not math.isnan(self.last_at) and num_tokens > self.num_tokens:
+            gap = (now - self.last_at) / (num_tokens - self.num_tokens)
+            self.load.gaps.extend([gap] * min(num_tokens - self.num_tokens, PACE_GAPS))
+        self.first_at, self.last_at, self.num_tokens = first_at, now, num_tokens
 
     def close(self) -> None:
         if self.is_closed:
@@ -93,6 +118,7 @@ class Ticket:
         self.load.in_flight -= 1
         if self.is_decoding:
             self.load.decoding -= 1
+            self.load.decoders.pop(id(self), None)
         else:
             self.load.pending_prefill_tokens -= self.prompt_tokens
 
@@ -162,8 +188,28 @@ class Ledger:
 
         return sorted(order, key=key)
 
-    def decode_ticket(self, engine_id: str, prompt_tokens: int) -> Ticket:
-        return Ticket(self.load(engine_id), prompt_tokens)
+    def decode_ticket(self, engine_id: str, prompt_tokens: int, output_len: int = 0) -> Ticket:
+        return Ticket(self.load(engine_id), prompt_tokens, output_len)
+
+    def tpot_slack_ms(self, engine_id: str, now: float, tpot_slo_ms: float) -> float | None:
+        """The least TPOT slack (ms) of the requests decoding on ``engine_id`` that are still
+        within ``tpot_slo_ms`` (module docstring); None when none is, or no pace is known yet."""
+        load = self.load(engine_id)
+        if not load.gaps:
+            return None
+        pace = statistics.median(load.gaps)
+        target = tpot_slo_ms / 1000.0
+        least = math.inf
+        for ticket in load.decoders.values():
+            if math.isnan(ticket.first_at):
+                continue
+            out = max(ticket.output_len, ticket.num_tokens)
+            if out < 2:
+                continue  # no TPOT
+            slack = target * (out - 1) - (now - ticket.first_at) - (out - ticket.num_tokens) * pace
+            if 0.0 <= slack < least:  # below 0: late already, lost under goodput
+                least = slack
+        return None if math.isinf(least) else 1000.0 * least
 
     def prefill_ticket(self, engine_id: str, prompt_tokens: int) -> PrefillTicket:
         return PrefillTicket(self.load(engine_id), prompt_tokens, self.clock)

@@ -205,7 +205,9 @@ class Relay:
             endpoint = self.fleet().endpoints.get(engine_id)
             if endpoint is None:
                 continue
-            ticket = self.ledger.decode_ticket(engine_id, 1 if use_kv else len(body["prompt"]))
+            ticket = self.ledger.decode_ticket(
+                engine_id, 1 if use_kv else len(body["prompt"]), served.choice.inputs.predicted_output_len
+            )
             served.engines.append(engine_id)
             got_any = False
             try:
@@ -228,7 +230,9 @@ class Relay:
                         got_any = True
                         ticket.first_token(self.monotonic())
                     generated.extend(piece.token_ids)
-                    served.token_times.extend([self.monotonic()] * max(1, len(piece.token_ids)))
+                    now = self.monotonic()
+                    served.token_times.extend([now] * max(1, len(piece.token_ids)))
+                    ticket.progress(served.token_times[0], len(served.token_times), now)
                     if piece.finish_reason is not None:
                         served.finish_reason = piece.finish_reason
                     yield piece

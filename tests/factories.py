@@ -105,6 +105,7 @@ route_inputs_st = st.builds(
     decode_prefill_tokens_per_s=st.one_of(st.none(), st.floats(0.0, 1e7)),
     prefill_running_tokens=st.one_of(st.none(), st.integers(0, 10_000_000)),
     prefill_running_elapsed_ms=st.one_of(st.none(), st.floats(0.0, 100_000.0)),
+    colloc_tpot_slack_ms=st.one_of(st.none(), st.floats(0.0, 100_000.0)),
 )
 
 
@@ -131,6 +132,7 @@ def random_route_inputs(n: int, seed: int, missing: float = 0.2) -> list[RouteIn
         "decode_prefill_tokens_per_s": [None if v is None else v / 3.0 for v in maybe(0, 200_000)],
         "prefill_running_tokens": maybe(0, 60_000),
         "prefill_running_elapsed_ms": [None if v is None else v / 9.0 for v in maybe(0, 20_000)],
+        "colloc_tpot_slack_ms": [None if v is None else v / 11.0 for v in maybe(0, 20_000)],
     }
     return [
         RouteInputs(

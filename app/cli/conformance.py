@@ -183,6 +183,15 @@ HAND_PICKED: tuple[dict[str, Any], ...] = (
         "prefill_running_tokens": 30_000,
         "prefill_running_elapsed_ms": 120.5,
     },
+    # A decode beside the collocation with 5 ms of TPOT slack left: under goodput the chunks'
+    # delay would make it late, so it is disaggregated (less_harm); latency does not read it.
+    {
+        "prompt_len": 2048,
+        "system_load": 16,
+        "ttft_slo_ms": 5000.0,
+        "tpot_slo_ms": 200.0,
+        "colloc_tpot_slack_ms": 5.0,
+    },
     # No path meets a tight TTFT target: it goes where it uses less of the others' targets. Four
     # prompts queued behind it on the pool would each lose much of their 150 ms TTFT target, its
     # chunks little of 64 decodes' 30 ms TPOT target: collocated (in milliseconds of harm, the

@@ -74,6 +74,7 @@ class RouteRequest(StrictModel):
     decode_prefill_tokens_per_s: Annotated[float | None, route_field("decode_prefill_tokens_per_s")] = None
     prefill_running_tokens: Annotated[int | None, route_field("prefill_running_tokens")] = None
     prefill_running_elapsed_ms: Annotated[float | None, route_field("prefill_running_elapsed_ms")] = None
+    colloc_tpot_slack_ms: Annotated[float | None, route_field("colloc_tpot_slack_ms")] = None
     objective: Annotated[Literal["latency", "goodput"] | None, route_choice("objective")] = None
 
     decode_target: Annotated[

@@ -82,6 +82,7 @@ class RouteInputs:
     decode_prefill_tokens_per_s: float | None = None
     prefill_running_tokens: int | None = None  # prompt tokens of the prefills in progress on the pool
     prefill_running_elapsed_ms: float | None = None  # how long they have been running, on average
+    colloc_tpot_slack_ms: float | None = None  # the least TPOT slack of the collocation GPU's decodes
 
     def missing(self) -> tuple[str, ...]:
         """The optional inputs this request did not report, in ``OPTIONAL_INPUTS`` order (the

@@ -104,6 +104,9 @@ class RouteView(NamedTuple):
     # How long the running prefills have been running (ms): not reported by the simulated
     # gateway (None), so the model takes them to be half done, as before the input existed.
     prefill_running_elapsed_ms: float | None = None
+    # The collocation GPU's decodes' least TPOT slack (ms): not reported by the simulated
+    # gateway (None), so the model answers as before the input existed.
+    colloc_tpot_slack_ms: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -174,6 +175,53 @@ def test_the_decision_reads_how_long_the_running_prefill_has_run(
     assert sources["prefill_running_elapsed_ms"] == "proxy"
     idle = decider(tmp_path, queue_aware_params_file, readings={})
     assert idle.inputs(1000, 50, "d0", ("p0",))[0].prefill_running_elapsed_ms is None
+
+
+def test_the_least_tpot_slack_is_of_the_decodes_still_in_time_at_the_engines_pace() -> None:
+    ledger = Ledger(down_s=5.0)
+    assert ledger.tpot_slack_ms("d0", 0.0, 100.0) is None  # nothing decodes
+    a = ledger.decode_ticket("d0", 500, output_len=21)  # 20 gaps: 2,000 ms of TPOT budget
+    a.first_token(10.0)
+    a.progress(10.0, 1, 10.0)
+    assert ledger.tpot_slack_ms("d0", 10.0, 100.0) is None  # no pace known yet
+    for i in range(1, 5):  # four 30 ms steps
+        a.progress(10.0, 1 + i, 10.0 + 0.03 * i)
+    a.progress(10.0, 6, 10.72)  # one 600 ms stall: a rare gap, not the pace
+    assert statistics.median(ledger.load("d0").gaps) == pytest.approx(0.03)
+    # At 10.72: 2,000 ms less 720 ms run less 15 tokens to go at 30 ms.
+    assert ledger.tpot_slack_ms("d0", 10.72, 100.0) == pytest.approx(2000 - 720 - 450)
+    # A second request, ahead in its budget, does not lower the least.
+    b = ledger.decode_ticket("d0", 1, output_len=41)
+    b.first_token(10.7)
+    b.progress(10.6, 2, 10.72)  # its first token came from a prefill engine at 10.6
+    assert ledger.tpot_slack_ms("d0", 10.72, 100.0) == pytest.approx(830.0)
+    # One already late (past its budget) is lost under goodput and no longer counts.
+    c = ledger.decode_ticket("d0", 100, output_len=3)
+    c.first_token(9.0)
+    c.progress(9.0, 2, 10.72)
+    assert ledger.tpot_slack_ms("d0", 10.72, 100.0) == pytest.approx(830.0)
+    a.close()  # finished: b's own slack is the least now
+    assert ledger.tpot_slack_ms("d0", 10.72, 100.0) == pytest.approx(4000 - 120 - 39 * 30)
+    b.close()
+    c.close()
+    assert ledger.load("d0").decoders == {}
+    assert ledger.tpot_slack_ms("d0", 10.72, 100.0) is None
+
+
+def test_the_decision_reads_the_least_tpot_slack_when_a_tpot_target_is_set(
+    tmp_path: Path, queue_aware_params_file: Path
+) -> None:
+    d = decider(tmp_path, queue_aware_params_file, readings={}, default_tpot_slo_ms=100.0)
+    t = d.ledger.decode_ticket("d0", 500, output_len=11)
+    t.first_token(9.9)
+    t.progress(9.9, 1, 9.9)
+    t.progress(9.9, 2, 9.95)  # one 50 ms step
+    inputs, sources = d.inputs(1000, 50, "d0", ("p0",))  # at 10.0
+    assert inputs.colloc_tpot_slack_ms == pytest.approx(1000 - 100 - 9 * 50)
+    assert sources["colloc_tpot_slack_ms"] == "proxy"
+    untargeted = decider(tmp_path, queue_aware_params_file, readings={})
+    untargeted.ledger.engines = d.ledger.engines
+    assert untargeted.inputs(1000, 50, "d0", ("p0",))[0].colloc_tpot_slack_ms is None
 
 
 def test_the_proxys_model_predicts_the_first_token_it_streams(

@@ -60,10 +60,13 @@ def test_goodput_decides_as_latency_wherever_a_path_meets_the_targets(rows: list
     for x in rows:
         a, b = latency.decide(x), goodput.decide(x)
         if a.meets_slo and dataclasses.replace(b, objective="latency") != a:
-            # Both paths meet the targets, and a collocation would make the decodes beside it late.
+            # Both paths meet the targets, and a collocation would make the decodes beside it
+            # late: spread over their steps, or all its delay past the least slack reported.
             assert b.meets_slo and (b.decision, b.reason) == ("disaggregated", "less_harm")
             slo = x.tpot_slo_ms
-            assert slo is not None and (b.tpot_collocated_ms + _spread(x)) / slo > 0.9
+            D = max(1.0, x.predicted_output_len - 1.0)
+            past_slack = x.colloc_tpot_slack_ms is not None and _spread(x) * D > x.colloc_tpot_slack_ms
+            assert past_slack or (slo is not None and (b.tpot_collocated_ms + _spread(x)) / slo > 0.9)
             assert a.ttft_collocated_ms / (x.ttft_slo_ms or math.inf) <= 0.9
         assert (a.predicted_lateness_ms, a.admission) == (b.predicted_lateness_ms, b.admission) or (
             a.decision != b.decision
@@ -98,6 +101,22 @@ def test_goodput_does_not_collocate_a_prompt_that_would_make_the_decodes_beside_
     # With nothing running beside it the test still holds: decodes join while its chunks run.
     idle = dataclasses.replace(BESIDE, system_load=0, decode_batch_size=0)
     assert goodput.decide(idle).decision == "disaggregated"
+
+
+def test_goodput_does_not_collocate_past_the_least_slack_of_the_decodes_beside_it() -> None:
+    # Spread over 400 steps the chunks' 40 ms leave this request's like in time (test above)...
+    latency, goodput = qa_model(), goodput_of(qa_model())
+    long = dataclasses.replace(BESIDE, predicted_output_len=401)
+    assert goodput.decide(long).decision == "collocated"
+    # ...but a decode beside it with 30 ms of slack left goes late with the whole 40 ms.
+    tight = dataclasses.replace(long, colloc_tpot_slack_ms=30.0)
+    b = goodput.decide(tight)
+    assert (b.decision, b.reason, b.meets_slo) == ("disaggregated", "less_harm", True)
+    assert "colloc_tpot_slack_ms" not in b.assumed  # not reported is not an assumption
+    # 50 ms of slack absorbs it: the answer without the input, bit for bit.
+    assert goodput.decide(dataclasses.replace(long, colloc_tpot_slack_ms=50.0)) == goodput.decide(long)
+    # latency does not read it.
+    assert latency.decide(tight) == latency.decide(long)
 
 
 # Both paths late (a 50 ms TTFT target no 4,000-token prefill meets); the collocation GPU's

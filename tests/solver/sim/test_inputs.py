@@ -38,15 +38,18 @@ def test_every_optional_input_is_reported_from_the_view() -> None:
         "decode_prefill_tokens_per_s": 500.0,
     }
     assert {name: getattr(x, name) for name in expected} == expected
-    # All but how long the running prefills have run, which the simulated gateway does not
-    # report (RouteView): the model takes them half done, as before that input existed.
-    assert set(COLUMN_INPUTS) - set(expected) == {"prefill_running_elapsed_ms"}
+    # All but how long the running prefills have run and the decodes' least TPOT slack, which
+    # the simulated gateway does not report (RouteView): the model answers as before they existed.
+    assert set(COLUMN_INPUTS) - set(expected) == {"prefill_running_elapsed_ms", "colloc_tpot_slack_ms"}
     assert x.prefill_running_elapsed_ms is None
+    assert x.colloc_tpot_slack_ms is None
 
 
 def test_a_reported_running_time_reaches_the_model() -> None:
     view = RouteView(900, 120, 7, 9, 3, 512, prefill_running_elapsed_ms=35.5)
     assert route_inputs(view).prefill_running_elapsed_ms == 35.5
+    view = RouteView(900, 120, 7, 9, 3, 512, colloc_tpot_slack_ms=410.0)
+    assert route_inputs(view).colloc_tpot_slack_ms == 410.0
 
 
 def test_an_infinite_slo_is_no_target() -> None:

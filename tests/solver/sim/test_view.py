@@ -161,6 +161,7 @@ def test_view_row_order_matches_route_view() -> None:
         "decode_prefill_tokens_per_s",
         "cached_prompt_tokens",  # always 0: the simulator has no prefix cache
         "prefill_running_elapsed_ms",  # None: the simulated gateway does not report it
+        "colloc_tpot_slack_ms",  # None: neither
     ]
 
 
