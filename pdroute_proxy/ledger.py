@@ -10,12 +10,14 @@ running, the rest as queued (vLLM's scheduler is first come, first served), the 
 since it became the oldest (sent to an idle engine, or its predecessor answered). It also
 remembers engines that refused a connection, to try them last for ``down_s``.
 
-On decode engines it follows each decoding request's tokens (its first token's time, the tokens
-so far, its predicted output length) and the engine's last ``PACE_GAPS`` gaps between tokens,
-whose median is its pace (a stall is a rare long gap; the median is the step). From them,
-``tpot_slack_ms``: the least TPOT slack of the decodes still within their target, the delay the
-first of them to go late can still take (``tpot_slo * (O - 1)`` less the time since its first
-token and its remaining steps at the engine's pace): what a prefill beside them may cost.
+On decode engines it follows each request's tokens (its first token's time, the tokens so far,
+its predicted output length) and the engine's last ``PACE_GAPS`` gaps between tokens, whose
+median is its pace (a stall is a rare long gap; the median is the step). From them,
+``tpot_slack_ms``: the least TPOT slack of the requests there still within their target, the
+delay the first of them to go late can still take (``tpot_slo * (O - 1)`` less the time since
+its first token and its remaining steps at the engine's pace): what a prefill beside them may
+cost. A request still waiting for its first token there counts too, with its whole budget left:
+a prompt sent after it is prefilled after it, beside its first steps.
 
 The prefill rate is the proxy's own because the engine's counter cannot give it: vLLM's
 ``prompt_tokens_total`` counts every prompt token of every request, the ones a KV connector
@@ -51,7 +53,7 @@ class EngineLoad:
     down_until: float = -math.inf  # monotonic s
     prefilled: deque[tuple[float, int]] = field(default_factory=deque)  # (monotonic s, tokens), oldest first
     prefilled_tokens: int = 0  # the sum of ``prefilled``'s tokens (kept, not summed per request)
-    decoders: dict[int, Ticket] = field(default_factory=dict)  # the requests decoding here, by id
+    tickets: dict[int, Ticket] = field(default_factory=dict)  # the requests in flight here, by id
     gaps: deque[float] = field(default_factory=lambda: deque(maxlen=PACE_GAPS))  # s per token, newest last
 
     def count_prefilled(self, now: float, tokens: int) -> None:
@@ -82,17 +84,25 @@ class Ticket:
     """One request's stay on one engine; ``first_token`` moves it from prefilling to decoding,
     ``progress`` follows its tokens there."""
 
-    def __init__(self, load: EngineLoad, prompt_tokens: int, output_len: int = 0) -> None:
+    def __init__(
+        self,
+        load: EngineLoad,
+        prompt_tokens: int,
+        output_len: int = 0,
+        first_at: float = math.nan,
+        num_tokens: int = 0,
+    ) -> None:
         self.load = load
         self.prompt_tokens = prompt_tokens
         self.output_len = output_len  # predicted (0: unknown)
         self.is_decoding = False
         self.is_closed = False
-        self.first_at = math.nan  # monotonic s: the request's first token (on any engine)
+        self.first_at = first_at  # monotonic s: the request's first token, on any engine (NaN: none yet)
         self.last_at = math.nan  # monotonic s: its last token here
-        self.num_tokens = 0  # the request's tokens so far
+        self.num_tokens = num_tokens  # the request's tokens so far
         load.in_flight += 1
         load.pending_prefill_tokens += prompt_tokens
+        load.tickets[id(self)] = self
 
     def first_token(self, now: float) -> None:
         """Its prompt is prefilled (counted in the engine's prefill rate at ``now``, monotonic s)."""
@@ -101,7 +111,6 @@ class Ticket:
             self.load.pending_prefill_tokens -= self.prompt_tokens
             self.load.decoding += 1
             self.load.count_prefilled(now, self.prompt_tokens)
-            self.load.decoders[id(self)] = self
 
     def progress(self, first_at: float, num_tokens: int, now: float) -> None:
         """The request has ``num_tokens`` tokens at ``now``, its first at ``first_at`` (monotonic
@@ -116,9 +125,9 @@ class Ticket:
             return
         self.is_closed = True
         self.load.in_flight -= 1
+        del self.load.tickets[id(self)]
         if self.is_decoding:
             self.load.decoding -= 1
-            self.load.decoders.pop(id(self), None)
         else:
             self.load.pending_prefill_tokens -= self.prompt_tokens
 
@@ -188,25 +197,36 @@ class Ledger:
 
         return sorted(order, key=key)
 
-    def decode_ticket(self, engine_id: str, prompt_tokens: int, output_len: int = 0) -> Ticket:
-        return Ticket(self.load(engine_id), prompt_tokens, output_len)
+    def decode_ticket(
+        self,
+        engine_id: str,
+        prompt_tokens: int,
+        output_len: int = 0,
+        first_at: float = math.nan,
+        num_tokens: int = 0,
+    ) -> Ticket:
+        """A request sent to ``engine_id``: ``prompt_tokens`` to prefill there, ``output_len``
+        predicted; a hand-off or a resumed answer has its ``num_tokens`` already, the first at
+        ``first_at`` (monotonic s)."""
+        return Ticket(self.load(engine_id), prompt_tokens, output_len, first_at, num_tokens)
 
     def tpot_slack_ms(self, engine_id: str, now: float, tpot_slo_ms: float) -> float | None:
-        """The least TPOT slack (ms) of the requests decoding on ``engine_id`` that are still
-        within ``tpot_slo_ms`` (module docstring); None when none is, or no pace is known yet."""
+        """The least TPOT slack (ms) of the requests on ``engine_id`` that are still within
+        ``tpot_slo_ms`` (module docstring); None when none is, or no pace is known yet."""
         load = self.load(engine_id)
         if not load.gaps:
             return None
         pace = statistics.median(load.gaps)
         target = tpot_slo_ms / 1000.0
         least = math.inf
-        for ticket in load.decoders.values():
-            if math.isnan(ticket.first_at):
-                continue
+        for ticket in load.tickets.values():
             out = max(ticket.output_len, ticket.num_tokens)
             if out < 2:
                 continue  # no TPOT
-            slack = target * (out - 1) - (now - ticket.first_at) - (out - ticket.num_tokens) * pace
+            if math.isnan(ticket.first_at):  # its first token to come: its whole budget left
+                slack = (target - pace) * (out - 1)
+            else:
+                slack = target * (out - 1) - (now - ticket.first_at) - (out - ticket.num_tokens) * pace
             if 0.0 <= slack < least:  # below 0: late already, lost under goodput
                 least = slack
         return None if math.isinf(least) else 1000.0 * least

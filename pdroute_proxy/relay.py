@@ -18,6 +18,7 @@ that goes away cancels the generator, which closes the upstream requests (vLLM a
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -206,7 +207,11 @@ class Relay:
             if endpoint is None:
                 continue
             ticket = self.ledger.decode_ticket(
-                engine_id, 1 if use_kv else len(body["prompt"]), served.choice.inputs.predicted_output_len
+                engine_id,
+                1 if use_kv else len(body["prompt"]),
+                served.choice.inputs.predicted_output_len,
+                served.token_times[0] if served.token_times else math.nan,
+                len(generated),
             )
             served.engines.append(engine_id)
             got_any = False

@@ -191,9 +191,10 @@ def test_the_least_tpot_slack_is_of_the_decodes_still_in_time_at_the_engines_pac
     # At 10.72: 2,000 ms less 720 ms run less 15 tokens to go at 30 ms.
     assert ledger.tpot_slack_ms("d0", 10.72, 100.0) == pytest.approx(2000 - 720 - 450)
     # A second request, ahead in its budget, does not lower the least.
-    b = ledger.decode_ticket("d0", 1, output_len=41)
+    b = ledger.decode_ticket("d0", 1, output_len=41, first_at=10.6, num_tokens=1)  # a hand-off
+    assert ledger.tpot_slack_ms("d0", 10.7, 100.0) == pytest.approx(2000 - 700 - 15 * 30)
     b.first_token(10.7)
-    b.progress(10.6, 2, 10.72)  # its first token came from a prefill engine at 10.6
+    b.progress(10.6, 2, 10.72)  # its first token came from the prefill engine at 10.6
     assert ledger.tpot_slack_ms("d0", 10.72, 100.0) == pytest.approx(830.0)
     # One already late (past its budget) is lost under goodput and no longer counts.
     c = ledger.decode_ticket("d0", 100, output_len=3)
@@ -202,9 +203,14 @@ def test_the_least_tpot_slack_is_of_the_decodes_still_in_time_at_the_engines_pac
     assert ledger.tpot_slack_ms("d0", 10.72, 100.0) == pytest.approx(830.0)
     a.close()  # finished: b's own slack is the least now
     assert ledger.tpot_slack_ms("d0", 10.72, 100.0) == pytest.approx(4000 - 120 - 39 * 30)
+    # A request still to be prefilled there decodes beside a prompt sent after it: its whole
+    # budget, 5 gaps of 100 ms less its 5 steps at the pace, counts too.
+    d = ledger.decode_ticket("d0", 300, output_len=6)
+    assert ledger.tpot_slack_ms("d0", 10.72, 100.0) == pytest.approx(5 * (100 - 30))
+    d.close()
     b.close()
     c.close()
-    assert ledger.load("d0").decoders == {}
+    assert ledger.load("d0").tickets == {}
     assert ledger.tpot_slack_ms("d0", 10.72, 100.0) is None
 
 
