@@ -4,7 +4,7 @@ several loads, repeated; goodput, SLO attainment, TTFT/TPOT p50/p99, share disag
     PDROUTE_ENGINES_VENV=/work/venvs/engines nice -n 10 .venv/bin/python -m bench.bench_proxy_replay \\
         [--model heavy] [--trace poisson|azure] [--loads 0.4,0.9,1.5] [--requests 40] [--repeats 2] \\
         [--policies pdroute,collocated,disaggregated,threshold,threshold-queue] \\
-        [--ttft-slo-ms 1500] [--tpot-slo-ms 60] [--json out.json]
+        [--ttft-slo-ms 1500] [--tpot-slo-ms 60] [--json out.json] [--decisions DIR]
 
 The fleet is localfleet's prefill + decode pair (one core each, ExampleConnector). The params
 pdroute decides with come from ``bench.proxy_fit`` (a quick fit of these engines, measured in the
@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import httpx
 import numpy as np
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -149,6 +150,9 @@ def main() -> int:
     p.add_argument("--params", type=Path, help="params for pdroute (default: a quick fit of the engines now)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--json", type=Path, help="write every run's figures here")
+    p.add_argument(
+        "--decisions", type=Path, help="save each run's GET /decisions here (DIR/POLICY-LOAD-REPEAT.json)"
+    )
     args = p.parse_args()
     from localfleet import BLOCK_SIZE, HEAVY, TINY, EngineSpec, Fleet
 
@@ -216,6 +220,10 @@ def main() -> int:
                         rng = random.Random(hash((policy, rate, r)) & 0xFFFFFFFF)
                         results, wall = asyncio.run(replay(proxy.url, w, rate, rng, shape.name))
                         figures = summarise(results, wall, proxy.metrics_text(), args)
+                        if args.decisions is not None:  # each request as the proxy saw it
+                            args.decisions.mkdir(parents=True, exist_ok=True)
+                            seen = httpx.get(f"{proxy.url}/decisions", timeout=10).text
+                            (args.decisions / f"{policy}-{rate}-{r}.json").write_text(seen)
                     finally:
                         proxy.stop()
                         fleet.wipe_kv()

@@ -16,8 +16,9 @@ median is its pace (a stall is a rare long gap; the median is the step). From th
 ``tpot_slack_ms``: the least TPOT slack of the requests there still within their target, the
 delay the first of them to go late can still take (``tpot_slo * (O - 1)`` less the time since
 its first token and its remaining steps at the engine's pace): what a prefill beside them may
-cost. A request still waiting for its first token there counts too, with its whole budget left:
-a prompt sent after it is prefilled after it, beside its first steps.
+cost. A request still waiting for its first token there counts too, with its whole budget left
+(a prompt sent after it is prefilled after it, beside its first steps), and so does one on its
+way there from a prefill engine (its KV joins the running batch after the step in progress).
 
 The prefill rate is the proxy's own because the engine's counter cannot give it: vLLM's
 ``prompt_tokens_total`` counts every prompt token of every request, the ones a KV connector
@@ -54,6 +55,7 @@ class EngineLoad:
     prefilled: deque[tuple[float, int]] = field(default_factory=deque)  # (monotonic s, tokens), oldest first
     prefilled_tokens: int = 0  # the sum of ``prefilled``'s tokens (kept, not summed per request)
     tickets: dict[int, Ticket] = field(default_factory=dict)  # the requests in flight here, by id
+    incoming: dict[int, int] = field(default_factory=dict)  # prefilling elsewhere for here: key -> output
     gaps: deque[float] = field(default_factory=lambda: deque(maxlen=PACE_GAPS))  # s per token, newest last
 
     def count_prefilled(self, now: float, tokens: int) -> None:
@@ -137,16 +139,28 @@ class PrefillTicket:
 
     _keys = itertools.count()
 
-    def __init__(self, load: EngineLoad, prompt_tokens: int, clock: Callable[[], float]) -> None:
+    def __init__(
+        self,
+        load: EngineLoad,
+        prompt_tokens: int,
+        clock: Callable[[], float],
+        decode: EngineLoad | None = None,
+        output_len: int = 0,
+    ) -> None:
         self.load = load
         self.clock = clock
         self.key = next(self._keys)
+        self.decode = decode  # the engine it decodes on next, where it counts as incoming
+        if decode is not None:
+            decode.incoming[self.key] = output_len
         load.in_flight += 1
         if not load.prefills:
             load.running_since = clock()  # an idle engine starts it at once
         load.prefills[self.key] = prompt_tokens
 
     def close(self) -> None:
+        if self.decode is not None:
+            self.decode.incoming.pop(self.key, None)
         prefills = self.load.prefills
         was_running = bool(prefills) and next(iter(prefills)) == self.key
         if prefills.pop(self.key, None) is not None:
@@ -219,6 +233,10 @@ class Ledger:
         pace = statistics.median(load.gaps)
         target = tpot_slo_ms / 1000.0
         least = math.inf
+        for out in load.incoming.values():  # their whole budgets
+            budget = (target - pace) * (out - 1)
+            if out >= 2 and 0.0 <= budget < least:
+                least = budget
         for ticket in load.tickets.values():
             out = max(ticket.output_len, ticket.num_tokens)
             if out < 2:
@@ -231,8 +249,13 @@ class Ledger:
                 least = slack
         return None if math.isinf(least) else 1000.0 * least
 
-    def prefill_ticket(self, engine_id: str, prompt_tokens: int) -> PrefillTicket:
-        return PrefillTicket(self.load(engine_id), prompt_tokens, self.clock)
+    def prefill_ticket(
+        self, engine_id: str, prompt_tokens: int, decode_id: str | None = None, output_len: int = 0
+    ) -> PrefillTicket:
+        """A prompt sent to prefill engine ``engine_id``, to decode next on ``decode_id``
+        (``output_len`` tokens predicted; it counts in that engine's TPOT slack meanwhile)."""
+        decode = None if decode_id is None else self.load(decode_id)
+        return PrefillTicket(self.load(engine_id), prompt_tokens, self.clock, decode, output_len)
 
     def pool_view(self, prefill_ids: Iterable[str], now: float) -> PoolView:
         """The prefill pool: on each engine the oldest prompt runs (since ``running_since``) and

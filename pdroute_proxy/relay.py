@@ -140,7 +140,7 @@ class Relay:
         generated: list[int] = []
         handoff: Handoff | None = None
         if choice.path == DISAGGREGATED:
-            handoff = await self._prefill(job, served, prefill_ids)
+            handoff = await self._prefill(job, served, prefill_ids, decode_id)
             if handoff is None:
                 served.path = COLLOCATED
             else:
@@ -154,7 +154,9 @@ class Relay:
         async for piece in self._decode(job, served, decode_id, generated, handoff):
             yield piece
 
-    async def _prefill(self, job: Job, served: Served, prefill_ids: tuple[str, ...]) -> Handoff | None:
+    async def _prefill(
+        self, job: Job, served: Served, prefill_ids: tuple[str, ...], decode_id: str
+    ) -> Handoff | None:
         """The prefill engine's first token and hand-off, or None (counted) to collocate."""
         now = self.monotonic()
         order = self.ledger.by_load(prefill_ids, now)
@@ -163,7 +165,9 @@ class Relay:
             return None
         prefill_id = order[0]
         endpoint = self.fleet().endpoints[prefill_id]
-        ticket = self.ledger.prefill_ticket(prefill_id, len(job.prompt))
+        ticket = self.ledger.prefill_ticket(
+            prefill_id, len(job.prompt), decode_id, served.choice.inputs.predicted_output_len
+        )
         served.engines.append(prefill_id)
         try:
             async with asyncio.timeout(self.settings.prefill_timeout_s):

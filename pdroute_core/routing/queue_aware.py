@@ -134,9 +134,10 @@ victim counts. Under ``goodput``:
   reports the least TPOT slack of the decodes beside it that are still in time
   (``colloc_tpot_slack_ms``, S: a proxy that streams their tokens knows how much delay each can
   still take), the collocation is also not taken when all its chunks' delay, ``u f / c_B + A``,
-  is more than S: the first of them to go late would. (Spread over this request's D steps the
-  same delay says nothing of a short decode that has already waited through one stall; S does.
-  Not reported, S is unknown and the test is the one before it, bit for bit);
+  after the P pending tokens' ``P f / c_B``, is more than S: the first of them to go late
+  would. (Spread over this request's D steps the same delay says nothing of a short decode that
+  has already waited through one stall; S does. Not reported, S is unknown and the test is the
+  one before it, bit for bit);
 - when neither does, only the victims predicted still on time count: ``budget_c`` when the
   collocation GPU's steps are within the TPOT target, the pool's share when the pool's wait and
   the decode engine's first steps (``TTFT_d - T_P(L) - transfer``) are within the TTFT target,
@@ -559,8 +560,10 @@ class QueueAwareModel:
         # The delay its chunks add to each running decode's every remaining step (D standing for theirs).
         D = max(1.0, out - 1.0)
         chunks = col.u * col.chunk / (col.chunk_tokens * D) + col.prefix_ms / D
-        # Or all its chunks' delay past the least slack of the decodes beside it (NaN: unknown).
-        spares = (tpot_c + chunks) / tpot_slo > self.feasible or chunks * D > v.colloc_tpot_slack_ms
+        # Or its chunks' whole delay, after the pending prompts' chunks, past the least slack of
+        # the decodes beside it (NaN: unknown).
+        ahead = col.chunk * v.pending_prefill_tokens / col.chunk_tokens
+        spares = (tpot_c + chunks) / tpot_slo > self.feasible or chunks * D + ahead > v.colloc_tpot_slack_ms
         if ok_c and ok_d and self.is_goodput and spares:
             # Under goodput a collocation that would make the decodes beside it late loses.
             is_disagg, reason, meets = True, REASON_HARM, True
@@ -656,7 +659,10 @@ class QueueAwareModel:
             budget_d = obj.on_time_many(dis.queued, ttft_slo) * (
                 q * dis.prefill / (G * ttft_slo)
             ) + obj.on_time_many(dis.tpot.step + dis.tpot.pending, tpot_slo) * (Bd * slower / tpot_slo)
-            spares = ((tpot_c + chunks) / tpot_slo > self.feasible) | (chunks * D > v.colloc_tpot_slack_ms)
+            ahead = col.chunk * v.pending_prefill_tokens / col.chunk_tokens
+            spares = ((tpot_c + chunks) / tpot_slo > self.feasible) | (
+                chunks * D + ahead > v.colloc_tpot_slack_ms
+            )
         both, meets = ok_c & ok_d, ok_c | ok_d
         spared = both & spares
         by_cost = by_cost | spared

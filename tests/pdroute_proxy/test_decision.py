@@ -208,6 +208,11 @@ def test_the_least_tpot_slack_is_of_the_decodes_still_in_time_at_the_engines_pac
     d = ledger.decode_ticket("d0", 300, output_len=6)
     assert ledger.tpot_slack_ms("d0", 10.72, 100.0) == pytest.approx(5 * (100 - 30))
     d.close()
+    # So does one prefilling on p0 for d0: its KV joins d0's batch after the step in progress.
+    e = ledger.prefill_ticket("p0", 900, decode_id="d0", output_len=4)
+    assert ledger.tpot_slack_ms("d0", 10.72, 100.0) == pytest.approx(3 * (100 - 30))
+    e.close()
+    assert ledger.load("d0").incoming == {}
     b.close()
     c.close()
     assert ledger.load("d0").tickets == {}

@@ -65,7 +65,10 @@ def test_goodput_decides_as_latency_wherever_a_path_meets_the_targets(rows: list
             assert b.meets_slo and (b.decision, b.reason) == ("disaggregated", "less_harm")
             slo = x.tpot_slo_ms
             D = max(1.0, x.predicted_output_len - 1.0)
-            past_slack = x.colloc_tpot_slack_ms is not None and _spread(x) * D > x.colloc_tpot_slack_ms
+            col = qa_model(chunk_ms_per_token_sq=1e-5, chunk_ms_per_token_seq=2e-5).collocated(resolve(x))
+            ahead = col.chunk * (x.pending_prefill_tokens or 0) / col.chunk_tokens
+            slack = x.colloc_tpot_slack_ms
+            past_slack = slack is not None and _spread(x) * D + ahead > slack
             assert past_slack or (slo is not None and (b.tpot_collocated_ms + _spread(x)) / slo > 0.9)
             assert a.ttft_collocated_ms / (x.ttft_slo_ms or math.inf) <= 0.9
         assert (a.predicted_lateness_ms, a.admission) == (b.predicted_lateness_ms, b.admission) or (
@@ -115,6 +118,9 @@ def test_goodput_does_not_collocate_past_the_least_slack_of_the_decodes_beside_i
     assert "colloc_tpot_slack_ms" not in b.assumed  # not reported is not an assumption
     # 50 ms of slack absorbs it: the answer without the input, bit for bit.
     assert goodput.decide(dataclasses.replace(long, colloc_tpot_slack_ms=50.0)) == goodput.decide(long)
+    # Unless 1,000 tokens pending there come first: their 10 ms of chunks take it to 50 ms.
+    pending = dataclasses.replace(long, colloc_tpot_slack_ms=45.0, pending_prefill_tokens=1000)
+    assert goodput.decide(pending).reason == "less_harm"
     # latency does not read it.
     assert latency.decide(tight) == latency.decide(long)
 
