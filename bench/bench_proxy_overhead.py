@@ -34,7 +34,7 @@ from pathlib import Path
 
 import httpx
 
-from bench.proxy_client import ProxyProcess, Timed, free_port, quantile, session, timed_stream
+from bench.proxy_client import ProxyProcess, Timed, free_port, quantile, session, timed_stream, wait_healthy
 
 BAR_MS = 1.0
 
@@ -76,21 +76,6 @@ def _row(name: str, base: list[float], other: list[float]) -> str:
     return f"{name:<22} " + "   ".join(cells)
 
 
-def _wait_healthy(url: str, proc: subprocess.Popen[bytes], what: str) -> None:
-    deadline = time.monotonic() + 30
-    while True:
-        if proc.poll() is not None:
-            raise RuntimeError(f"{what} exited with {proc.returncode}")
-        try:
-            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"{what} is not healthy in 30 s")
-        time.sleep(0.1)
-
-
 def _start_relay(upstream: str) -> tuple[subprocess.Popen[bytes], str]:
     """``bench.bare_relay`` under the proxy's uvicorn settings (uvloop and httptools where
     installed, no access log), forwarding to ``upstream`` (its ``/health`` too)."""
@@ -99,7 +84,7 @@ def _start_relay(upstream: str) -> tuple[subprocess.Popen[bytes], str]:
     cmd += ["--log-level", "warning", "--no-access-log"]
     proc = subprocess.Popen(cmd, env={**os.environ, "PDROUTE_BENCH_UPSTREAM": upstream})
     url = f"http://127.0.0.1:{port}"
-    _wait_healthy(url, proc, "the bare relay")
+    wait_healthy(url, proc, "the bare relay")
     return proc, url
 
 
@@ -135,7 +120,7 @@ def main() -> int:
         port = free_port()
         echo = subprocess.Popen([sys.executable, "-m", "bench.echo_engine", "--port", str(port)])
         args.engine_url = f"http://127.0.0.1:{port}"
-        _wait_healthy(args.engine_url, echo, "the echo engine")
+        wait_healthy(args.engine_url, echo, "the echo engine")
     if args.engine_url is None:
         from localfleet import TINY, EngineSpec, Fleet
 

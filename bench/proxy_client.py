@@ -75,6 +75,25 @@ async def timed_stream(client: aiohttp.ClientSession, url: str, body: dict[str, 
     return Timed(True, first - started, last - started, tokens, 200)
 
 
+def wait_healthy(
+    url: str, proc: subprocess.Popen[bytes], what: str, timeout_s: float = 30.0, poll_s: float = 0.1
+) -> None:
+    """Return once ``url``/health answers 200; ``RuntimeError`` naming ``what`` if ``proc`` exits
+    first or ``timeout_s`` passes."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{what} exited with {proc.returncode}")
+        try:
+            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{what} is not healthy in {timeout_s:g} s")
+        time.sleep(poll_s)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -103,17 +122,7 @@ class ProxyProcess:
             stderr=subprocess.STDOUT,
         )
         self.url = f"http://127.0.0.1:{self.port}"
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"pdroute proxy exited: see {log_path}")
-            try:
-                if httpx.get(f"{self.url}/health", timeout=1).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.2)
-        raise RuntimeError(f"pdroute proxy not healthy in 60 s: see {log_path}")
+        wait_healthy(self.url, self.proc, f"pdroute proxy (see {log_path})", timeout_s=60.0, poll_s=0.2)
 
     def metrics_text(self) -> str:
         return httpx.get(f"{self.url}/metrics", timeout=10).text
