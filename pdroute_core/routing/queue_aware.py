@@ -560,11 +560,18 @@ class QueueAwareModel:
         # The delay its chunks add to each running decode's every remaining step (D standing for theirs).
         D = max(1.0, out - 1.0)
         chunks = col.u * col.chunk / (col.chunk_tokens * D) + col.prefix_ms / D
-        # Or its chunks' whole delay, after the pending prompts' chunks, past the least slack of
-        # the decodes beside it (NaN: unknown).
-        ahead = col.chunk * v.pending_prefill_tokens / col.chunk_tokens
-        spares = (tpot_c + chunks) / tpot_slo > self.feasible or chunks * D + ahead > v.colloc_tpot_slack_ms
-        if ok_c and ok_d and self.is_goodput and spares:
+        # Under goodput: late beside it over their steps, or its chunks' whole delay after the
+        # pending prompts' chunks past the least slack of the decodes beside it (NaN: unknown).
+        if (
+            ok_c
+            and ok_d
+            and self.is_goodput
+            and (
+                (tpot_c + chunks) / tpot_slo > self.feasible
+                or (chunks * D + col.chunk * v.pending_prefill_tokens / col.chunk_tokens)
+                > v.colloc_tpot_slack_ms
+            )
+        ):
             # Under goodput a collocation that would make the decodes beside it late loses.
             is_disagg, reason, meets = True, REASON_HARM, True
         elif ok_c and ok_d:
