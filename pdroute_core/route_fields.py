@@ -11,7 +11,8 @@ compare each declared class with this table field by field.
 or a ``Default`` expression of other fields (``colloc_context_tokens``: the running decodes
 each with this prompt's context, ``system_load * prompt_len``), or ``None`` where the model
 reads "not reported" as such (``prefill_running_tokens``, ``prefill_running_elapsed_ms``,
-``colloc_tpot_slack_ms``: the answer is then the one before that input existed, bit for bit).
+``colloc_tpot_slack_ms``, ``colloc_feasible_routes``, ``decode_feasible_routes``: the answer is
+then the one before that input existed, bit for bit).
 ``pdroute_core.routing.resolve`` applies the defaults once for one request and once for
 columns; ``pdroute_core.request_defaults`` applies the service's own defaults (the output
 length by prompt, the SLO targets of its settings) before that.
@@ -213,6 +214,19 @@ ROUTE_FIELDS: tuple[RouteField, ...] = (
         "(what a gateway that streams their tokens knows); under goodput the queue-aware model "
         "does not collocate a prompt whose chunks would delay them by more. If omitted, none is "
         "taken to be that close (not listed in assumed)",
+    ),
+    _f(
+        "colloc_feasible_routes", "int", 0, MAX_LOAD,
+        "requests the gateway sent to the collocation GPU over the last two seconds (to prefill "
+        "or to decode there) that it was told would make their targets (meets_slo true) or "
+        "whose first token came within the TTFT target; under goodput, when no path meets the "
+        "targets, a GPU with none is taken to serve nobody in time, so a request that cannot "
+        "make its own costs nobody there. If omitted, the GPU is taken to serve requests in "
+        "time (not listed in assumed)",
+    ),
+    _f(
+        "decode_feasible_routes", "int", 0, MAX_LOAD,
+        "the same for the target decode GPU (equal to colloc_feasible_routes when both are one GPU)",
     ),
 )  # fmt: skip
 

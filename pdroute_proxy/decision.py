@@ -13,7 +13,10 @@ Inputs and where they come from (``Choice.sources``):
   connector loaded, ``pdroute_proxy.ledger``),
   the prefill pool's queue in requests and tokens, its running prefills, their tokens and how
   long they have run, and its engines not marked down; the decode engine's running requests
-  too when no fresh scrape has them.
+  too when no fresh scrape has them; with a TPOT target the least TPOT slack of the decode
+  engine's requests (``colloc_tpot_slack_ms``), and with a TTFT target the requests sent
+  there over the last two seconds that the model expected in time or whose first token came
+  in time (``colloc_feasible_routes``, ``decode_feasible_routes``).
 - ``request``: the prompt length and the output length (``max_tokens``, exact with
   ``ignore_eos``, else capped by the configured default), ``assumed``: the rest.
 
@@ -150,6 +153,9 @@ class Decider:
         if self.settings.default_tpot_slo_ms is not None:
             slo = self.settings.default_tpot_slo_ms
             own["colloc_tpot_slack_ms"] = self.ledger.tpot_slack_ms(decode_id, now, slo)
+        if self.settings.default_ttft_slo_ms is not None:
+            routes = self.ledger.feasible_routes(decode_id, now, self.settings.default_ttft_slo_ms)
+            own["colloc_feasible_routes"] = own["decode_feasible_routes"] = routes
         for name in ("system_load", "decode_batch_size"):
             if name not in values:
                 own[name] = load.decoding

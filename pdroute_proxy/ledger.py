@@ -20,6 +20,11 @@ cost. A request still waiting for its first token there counts too, with its who
 (a prompt sent after it is prefilled after it, beside its first steps), and so does one on its
 way there from a prefill engine (its KV joins the running batch after the step in progress).
 
+It also counts, per decode engine, the requests sent there over the last ``RATE_WINDOW_S`` that
+the model expected to make their targets or whose first token came within the TTFT target
+(``feasible_routes``): under goodput, an engine with none serves nobody in time, and a request
+that cannot make its own costs nobody there.
+
 The prefill rate is the proxy's own because the engine's counter cannot give it: vLLM's
 ``prompt_tokens_total`` counts every prompt token of every request, the ones a KV connector
 loaded (and prefix-cache hits) too, so on a decode engine that takes hand-offs it counts prompts
@@ -57,6 +62,7 @@ class EngineLoad:
     tickets: dict[int, Ticket] = field(default_factory=dict)  # the requests in flight here, by id
     incoming: dict[int, int] = field(default_factory=dict)  # prefilling elsewhere for here: key -> output
     gaps: deque[float] = field(default_factory=lambda: deque(maxlen=PACE_GAPS))  # s per token, newest last
+    routes: deque[Route] = field(default_factory=deque)  # requests sent here lately, oldest first
 
     def count_prefilled(self, now: float, tokens: int) -> None:
         """``tokens`` prompt tokens were prefilled here at ``now`` (monotonic s)."""
@@ -68,6 +74,16 @@ class EngineLoad:
         while self.prefilled and self.prefilled[0][0] < now - RATE_WINDOW_S:
             self.prefilled_tokens -= self.prefilled.popleft()[1]
         return self.prefilled_tokens / RATE_WINDOW_S
+
+
+@dataclass(frozen=True)
+class Route:
+    """One request sent to a decode engine: when, whether the model expected it in time, and
+    its tokens' times (the relay's list, filled as they come)."""
+
+    sent_at: float  # monotonic s
+    expected_in_time: bool
+    token_times: list[float]
 
 
 @dataclass(frozen=True)
@@ -248,6 +264,25 @@ class Ledger:
             if 0.0 <= slack < least:  # below 0: late already, lost under goodput
                 least = slack
         return None if math.isinf(least) else 1000.0 * least
+
+    def route(self, engine_id: str, now: float, expected_in_time: bool, token_times: list[float]) -> None:
+        """A request is sent to ``engine_id`` at ``now``; ``token_times`` is its tokens' times
+        (monotonic s), filled as they come (the first tells whether it came in time)."""
+        self.load(engine_id).routes.append(Route(now, expected_in_time, token_times))
+
+    def feasible_routes(self, engine_id: str, now: float, ttft_slo_ms: float) -> int:
+        """Requests sent to ``engine_id`` over the last ``RATE_WINDOW_S`` (older ones dropped)
+        that the model expected in time or whose first token came within ``ttft_slo_ms``: the
+        model's ``*_feasible_routes``."""
+        routes = self.load(engine_id).routes
+        while routes and routes[0].sent_at <= now - RATE_WINDOW_S:
+            routes.popleft()
+        target = ttft_slo_ms / 1000.0
+        return sum(
+            1
+            for r in routes
+            if r.expected_in_time or (r.token_times and r.token_times[0] - r.sent_at <= target)
+        )
 
     def prefill_ticket(
         self, engine_id: str, prompt_tokens: int, decode_id: str | None = None, output_len: int = 0

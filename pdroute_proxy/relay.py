@@ -27,7 +27,7 @@ import aiohttp
 
 from app.engines.config import Fleet
 from pdroute_core.routing import COLLOCATED, DISAGGREGATED, Decision
-from pdroute_core.routing.objective import SHED
+from pdroute_core.routing.objective import ADMIT, SHED
 from pdroute_proxy.decision import Choice, Decider
 from pdroute_proxy.errors import NoEngine, Shed, UpstreamRejected
 from pdroute_proxy.handoff import Handoff, decode_request, prefill_request
@@ -137,6 +137,8 @@ class Relay:
             if choice.admission == SHED and self.settings.admission_control == "shed":
                 raise Shed(choice.predicted_lateness_ms)
         served = job.served = Served(choice, choice.path, arrived, told_output_len=told)
+        # The model's *_feasible_routes: expected in time, or its first token in time.
+        self.ledger.route(decode_id, arrived, choice.admission == ADMIT, served.token_times)
         generated: list[int] = []
         handoff: Handoff | None = None
         if choice.path == DISAGGREGATED:

@@ -106,6 +106,8 @@ route_inputs_st = st.builds(
     prefill_running_tokens=st.one_of(st.none(), st.integers(0, 10_000_000)),
     prefill_running_elapsed_ms=st.one_of(st.none(), st.floats(0.0, 100_000.0)),
     colloc_tpot_slack_ms=st.one_of(st.none(), st.floats(0.0, 100_000.0)),
+    colloc_feasible_routes=st.one_of(st.none(), st.integers(0, 3)),
+    decode_feasible_routes=st.one_of(st.none(), st.integers(0, 3)),
 )
 
 
@@ -133,6 +135,8 @@ def random_route_inputs(n: int, seed: int, missing: float = 0.2) -> list[RouteIn
         "prefill_running_tokens": maybe(0, 60_000),
         "prefill_running_elapsed_ms": [None if v is None else v / 9.0 for v in maybe(0, 20_000)],
         "colloc_tpot_slack_ms": [None if v is None else v / 11.0 for v in maybe(0, 20_000)],
+        "colloc_feasible_routes": maybe(0, 3),
+        "decode_feasible_routes": maybe(0, 3),
     }
     return [
         RouteInputs(

@@ -192,6 +192,33 @@ HAND_PICKED: tuple[dict[str, Any], ...] = (
         "tpot_slo_ms": 200.0,
         "colloc_tpot_slack_ms": 5.0,
     },
+    # No path meets the targets and the pool's wait is past the TTFT target. Under goodput the
+    # collocation GPU, sent no request expected in time lately, serves nobody in time: the
+    # request costs nobody there (collocated); with neither GPU serving anyone in time it goes
+    # where it is predicted later. Latency reads neither count.
+    {
+        "prompt_len": 8192,
+        "system_load": 64,
+        "decode_batch_size": 64,
+        "chunk_size": 512,
+        "prefill_queue_requests": 40,
+        "prefill_pool_gpus": 2,
+        "ttft_slo_ms": 200.0,
+        "tpot_slo_ms": 50.0,
+        "colloc_feasible_routes": 0,
+    },
+    {
+        "prompt_len": 8192,
+        "system_load": 64,
+        "decode_batch_size": 64,
+        "chunk_size": 512,
+        "prefill_queue_requests": 40,
+        "prefill_pool_gpus": 2,
+        "ttft_slo_ms": 200.0,
+        "tpot_slo_ms": 50.0,
+        "colloc_feasible_routes": 0,
+        "decode_feasible_routes": 0,
+    },
     # No path meets a tight TTFT target: it goes where it uses less of the others' targets. Four
     # prompts queued behind it on the pool would each lose much of their 150 ms TTFT target, its
     # chunks little of 64 decodes' 30 ms TPOT target: collocated (in milliseconds of harm, the

@@ -9,12 +9,16 @@ Objectives:
   can serve in time is lost either way; what it can still change is how many others make
   theirs. So its budgets count only the victims the model predicts still on time: the running
   decodes of a GPU whose predicted decode steps are within the target (later prompts' chunks
-  aside: those stop when prompts go elsewhere), the prefills queued on the pool while the pool's
-  predicted wait (with the decode engine's first steps) is within the TTFT target. A pool whose
-  wait alone is past the target cannot lose more goodput by one more late request: the late
-  ones go there, and the GPUs that still serve in time keep doing so. Requests that both paths
-  serve in time are decided as under ``latency``, except that a collocation whose chunks would
-  make the decodes running beside it late is not taken (``pdroute_core.routing.queue_aware``).
+  aside: those stop when prompts go elsewhere) to which the gateway sent some request expected
+  in time, or whose first token came in time, over the last two seconds (``serves``), the
+  prefills queued on the pool while the
+  pool's predicted wait (with the decode engine's first steps) is within the TTFT target. A pool
+  whose wait alone is past the target cannot lose more goodput by one more late request: the
+  late ones go there, and the GPUs that still serve in time keep doing so. With no victim in
+  time on either side and the pool late, the request goes where it is later: to the resource
+  further from recovering. Requests that both paths serve in time are decided as under
+  ``latency``, except that a collocation whose chunks would make the decodes running beside it
+  late is not taken (``pdroute_core.routing.queue_aware``).
 
 Admission (both objectives, from the chosen path's predicted lateness ``r = max(TTFT /
 ttft_slo, TPOT / tpot_slo)``, 0 without targets):
@@ -71,6 +75,17 @@ def on_time(predicted_ms: float, target_ms: float) -> float:
 def on_time_many(predicted_ms: FloatArray, target_ms: FloatArray) -> FloatArray:
     """``on_time`` of each element."""
     return np.where(predicted_ms <= target_ms, 1.0, 0.0)
+
+
+def serves(feasible_routes: float) -> float:
+    """0.0 when a GPU was sent no request expected in time (or with its first token in time)
+    over the gateway's window: it serves nobody in time. Else 1.0 (NaN, not reported: it does)."""
+    return 0.0 if feasible_routes == 0.0 else 1.0
+
+
+def serves_many(feasible_routes: FloatArray) -> FloatArray:
+    """``serves`` of each element."""
+    return np.where(feasible_routes == 0.0, 0.0, 1.0)
 
 
 def lateness(ttft_ms: float, tpot_ms: float, ttft_slo_ms: float, tpot_slo_ms: float) -> float:

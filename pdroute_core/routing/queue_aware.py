@@ -147,7 +147,15 @@ victim counts. Under ``goodput``:
   soon as they go elsewhere. (Testing its full TPOT instead counted its decodes as lost exactly
   when collocations had made it late, so one more collocation cost nothing: in a fleet whose
   decode engine is also its collocation engine every request then collocated and the engine
-  never recovered, docs/proxy.md.)
+  never recovered, docs/proxy.md.) A GPU counts only while it serves someone in time: when the
+  gateway reports that none of the requests it sent it over the last two seconds was expected
+  in time or had its first token in time (``colloc_feasible_routes`` or
+  ``decode_feasible_routes`` 0; not reported, it does), its share is 0. And when the budgets
+  then tie with the pool's wait past the target (no resource with victims still in time), the
+  request goes where it is predicted later: to the resource further from recovering, so that
+  the other recovers first (ties otherwise collocate). Without that, a pool pushed past the
+  target by a burst took every late request from then on and never recovered, while GPUs
+  serving only late requests still counted their decodes (docs/decision-model.md);
 
 Every answer also says how late the chosen path is predicted to be (``predicted_lateness_ms``)
 and what a gateway should do with it (``admission``).
@@ -611,11 +619,21 @@ class QueueAwareModel:
             budget_d = q * dis.prefill / (G * ttft_slo) + Bd * slower / tpot_slo
             if self.is_goodput:  # only the victims still on time (pdroute_core.routing.objective)
                 # A GPU's decodes are on time when its steps are, later prompts' chunks aside.
-                budget_c = obj.on_time(col.tpot.step + col.tpot.pending, tpot_slo) * budget_c
-                budget_d = obj.on_time(dis.queued, ttft_slo) * (
-                    q * dis.prefill / (G * ttft_slo)
-                ) + obj.on_time(dis.tpot.step + dis.tpot.pending, tpot_slo) * (Bd * slower / tpot_slo)
+                # A GPU the gateway sent no request expected in time lately serves nobody in time.
+                pool_on_time = obj.on_time(dis.queued, ttft_slo)
+                budget_c = (
+                    obj.on_time(col.tpot.step + col.tpot.pending, tpot_slo)
+                    * obj.serves(v.colloc_feasible_routes)
+                    * budget_c
+                )
+                budget_d = pool_on_time * (q * dis.prefill / (G * ttft_slo)) + obj.on_time(
+                    dis.tpot.step + dis.tpot.pending, tpot_slo
+                ) * obj.serves(v.decode_feasible_routes) * (Bd * slower / tpot_slo)
             is_disagg, reason, meets = budget_d < budget_c, REASON_SLO_NONE, False
+            if self.is_goodput and budget_d == budget_c and pool_on_time == 0.0:
+                # Neither with victims in time, the pool late: where it is later, the resource
+                # further from recovering (the other recovers first); else ties collocate.
+                is_disagg = dis.ttft > col.ttft
         ttft, ratio = (dis.ttft, late_d) if is_disagg else (col.ttft, late_c)
         head = (
             DISAGGREGATED if is_disagg else COLLOCATED,
@@ -661,11 +679,19 @@ class QueueAwareModel:
         budget_c = B * (chunks + slower) / tpot_slo
         budget_d = q * dis.prefill / (G * ttft_slo) + Bd * slower / tpot_slo
         spares = np.zeros(L.shape, dtype=bool)  # goodput: collocation would make its decodes late
+        sink = np.zeros(L.shape, dtype=bool)  # goodput: budgets tie with the pool late
+        later = dis.ttft > col.ttft
         if self.is_goodput:
-            budget_c = obj.on_time_many(col.tpot.step + col.tpot.pending, tpot_slo) * budget_c
-            budget_d = obj.on_time_many(dis.queued, ttft_slo) * (
-                q * dis.prefill / (G * ttft_slo)
-            ) + obj.on_time_many(dis.tpot.step + dis.tpot.pending, tpot_slo) * (Bd * slower / tpot_slo)
+            pool_on_time = obj.on_time_many(dis.queued, ttft_slo)
+            budget_c = (
+                obj.on_time_many(col.tpot.step + col.tpot.pending, tpot_slo)
+                * obj.serves_many(v.colloc_feasible_routes)
+                * budget_c
+            )
+            budget_d = pool_on_time * (q * dis.prefill / (G * ttft_slo)) + obj.on_time_many(
+                dis.tpot.step + dis.tpot.pending, tpot_slo
+            ) * obj.serves_many(v.decode_feasible_routes) * (Bd * slower / tpot_slo)
+            sink = (budget_d == budget_c) & (pool_on_time == 0.0)  # decide's tie rule
             ahead = col.chunk * v.pending_prefill_tokens / col.chunk_tokens
             spares = ((tpot_c + chunks) / tpot_slo > self.feasible) | (
                 chunks * D + ahead > v.colloc_tpot_slack_ms
@@ -673,7 +699,7 @@ class QueueAwareModel:
         both, meets = ok_c & ok_d, ok_c | ok_d
         spared = both & spares
         by_cost = by_cost | spared
-        is_disagg = np.where(both, by_cost, np.where(meets, ok_d, budget_d < budget_c))
+        is_disagg = np.where(both, by_cost, np.where(meets, ok_d, np.where(sink, later, budget_d < budget_c)))
         # The component favouring the chosen path most, the first of the largest (decide's loop).
         diffs = (
             np.where(by_cost, col.backlog - dis.wait, dis.wait - col.backlog),

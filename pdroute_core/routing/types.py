@@ -83,6 +83,8 @@ class RouteInputs:
     prefill_running_tokens: int | None = None  # prompt tokens of the prefills in progress on the pool
     prefill_running_elapsed_ms: float | None = None  # how long they have been running, on average
     colloc_tpot_slack_ms: float | None = None  # the least TPOT slack of the collocation GPU's decodes
+    colloc_feasible_routes: int | None = None  # requests sent to the collocation GPU lately, expected in time
+    decode_feasible_routes: int | None = None  # the same for the decode GPU
 
     def missing(self) -> tuple[str, ...]:
         """The optional inputs this request did not report, in ``OPTIONAL_INPUTS`` order (the

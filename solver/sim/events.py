@@ -53,6 +53,8 @@ Run with ``python -m bench.bench_sim`` to time 100,000 requests.
 
 from __future__ import annotations
 
+import math
+from collections import deque
 from collections.abc import Sequence
 from heapq import heappop, heappush
 
@@ -199,6 +201,9 @@ class RunState:
             )
             for i in range(fleet.num_engines)
         ]
+        # Per engine: the requests routed there over the last PREFILL_RATE_WINDOW_MS, oldest
+        # first (``_feasible_routes``).
+        self.routed_recently: list[deque[int]] = [deque() for _ in range(fleet.num_engines)]
         if fleet.topology == "conditional":
             self.colloc_pool = self.engines
             self.decode_pool = self.engines
@@ -278,6 +283,21 @@ class RunState:
                 best, best_cost = gpu, cost
         return best
 
+    def _feasible_routes(self, gpu: BatchingGpu, t: float) -> int | None:
+        """Requests routed to ``gpu`` (to prefill or to decode there) over the last
+        ``PREFILL_RATE_WINDOW_MS`` that the policy answered would make their targets, or whose
+        first token came within the TTFT target: what a gateway knows of its own answers and
+        the tokens it streamed. None without a TTFT target."""
+        slo = self.ttft_slo_ms
+        if slo == math.inf:
+            return None
+        routed = self.routed_recently[gpu.index]
+        horizon = t - PREFILL_RATE_WINDOW_MS
+        while routed and self.arrival_ms[routed[0]] <= horizon:
+            routed.popleft()
+        infeasible, first, arrival = self.is_infeasible, self.first_token, self.arrival_ms
+        return sum(1 for rid in routed if not infeasible[rid] or first[rid] - arrival[rid] <= slo)
+
     def _arrive(self, rid: int, t: float) -> None:
         conditional = self.fleet.topology == "conditional"
         if self.is_affine:
@@ -330,6 +350,10 @@ class RunState:
             rate,
             target_rate,
             cached,
+            None,
+            None,
+            None if colloc is None else self._feasible_routes(colloc, t),
+            None if target is None else self._feasible_routes(target, t),
         )
         self.views.append(view)
         if self.ask_policy:
@@ -350,6 +374,9 @@ class RunState:
             disagg = answer.decision == DISAGGREGATED
         else:
             disagg = not self.fleet.can_collocate
+        dest = target if disagg and target is not None else colloc
+        if dest is not None:
+            self.routed_recently[dest.index].append(rid)
         if disagg and target is not None:
             self.is_disagg[rid] = True
             if reuse is not None:

@@ -107,6 +107,11 @@ class RouteView(NamedTuple):
     # The collocation GPU's decodes' least TPOT slack (ms): not reported by the simulated
     # gateway (None), so the model answers as before the input existed.
     colloc_tpot_slack_ms: float | None = None
+    # Requests routed to the collocation GPU / the decode target over the last
+    # ``PREFILL_RATE_WINDOW_MS`` that the policy answered would make their targets or whose first
+    # token came within the TTFT target by now (None: no TTFT target in the run, not reported).
+    colloc_feasible_routes: int | None = None
+    decode_feasible_routes: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,6 +37,9 @@ def test_a_request_no_path_can_serve_in_time_is_shed_only_when_shedding_is_on(
             r = client.post("/v1/completions", json=BODY)
         assert proxy.metric("pdroute_proxy_admissions_total", admission="shed") == 1
         assert proxy.metric("pdroute_proxy_admissions_total", admission="admit") == 0
+        # Sent to d0 (served or shed), not expected in time, no token in time: not counted.
+        ledger = proxy.app.state.ledger
+        assert ledger.feasible_routes("d0", ledger.clock(), 0.01) == 0
         if control == "off":
             assert r.status_code == 200, r.text
             assert len(r.json()["choices"][0]["token_ids"]) == 8
@@ -71,6 +74,9 @@ def test_a_request_that_meets_its_targets_is_admitted_with_shedding_on(
         assert r.status_code == 200, r.text
         assert proxy.metric("pdroute_proxy_admissions_total", admission="admit") == 1
         assert proxy.metric("pdroute_proxy_admissions_total", admission="shed") == 0
+        # Expected in time: counted on its decode engine (the model's *_feasible_routes).
+        ledger = proxy.app.state.ledger
+        assert ledger.feasible_routes("d0", ledger.clock(), 10_000.0) == 1
     finally:
         proxy.stop()
 

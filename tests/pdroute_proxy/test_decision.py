@@ -235,6 +235,29 @@ def test_the_decision_reads_the_least_tpot_slack_when_a_tpot_target_is_set(
     assert untargeted.inputs(1000, 50, "d0", ("p0",))[0].colloc_tpot_slack_ms is None
 
 
+def test_the_decision_reads_the_requests_sent_expected_in_time_when_a_ttft_target_is_set(
+    tmp_path: Path, queue_aware_params_file: Path
+) -> None:
+    d = decider(tmp_path, queue_aware_params_file, readings={}, default_ttft_slo_ms=500.0)
+    assert d.inputs(1000, 50, "d0", ("p0",))[0].colloc_feasible_routes == 0  # none sent yet
+    d.ledger.route("d0", 8.5, True, [])  # expected in time
+    late: list[float] = []
+    d.ledger.route("d0", 9.5, False, late)  # not expected in time, no token yet
+    d.ledger.route("d1", 9.5, True, [])
+    inputs, sources = d.inputs(1000, 50, "d0", ("p0",))  # at 10.0: both within two seconds
+    assert (inputs.colloc_feasible_routes, inputs.decode_feasible_routes) == (1, 1)
+    assert sources["colloc_feasible_routes"] == sources["decode_feasible_routes"] == "proxy"
+    late.append(9.9)  # its first token 400 ms after it was sent: within the 500 ms target
+    assert d.ledger.feasible_routes("d0", 10.0, 500.0) == 2
+    assert d.ledger.feasible_routes("d0", 10.0, 300.0) == 1  # past a 300 ms one
+    assert d.ledger.feasible_routes("d0", 10.6, 500.0) == 1  # the one sent at 8.5 has dropped out
+    assert d.ledger.feasible_routes("d0", 11.6, 500.0) == 0
+    assert d.ledger.feasible_routes("d1", 10.6, 500.0) == 1
+    untargeted = decider(tmp_path, queue_aware_params_file, readings={})
+    untargeted.ledger.engines = d.ledger.engines
+    assert untargeted.inputs(1000, 50, "d0", ("p0",))[0].colloc_feasible_routes is None
+
+
 def test_the_proxys_model_predicts_the_first_token_it_streams(
     tmp_path: Path, fakes: tuple[FakeEngine, FakeEngine], queue_aware_params_file: Path
 ) -> None:

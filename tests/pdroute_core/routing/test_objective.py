@@ -145,6 +145,43 @@ def test_goodput_counts_the_decodes_of_a_gpu_late_only_through_the_prompts_chunk
     assert b.decision == qa_model().decide(STRETCHED).decision  # as latency, which counts every victim
 
 
+def test_goodput_takes_a_gpu_that_serves_nobody_in_time_for_the_late_requests() -> None:
+    latency, goodput = qa_model(), goodput_of(qa_model())
+    # The pool past its target is where HOPELESS goes while the collocation GPU's decodes count.
+    assert goodput.decide(HOPELESS).decision == "disaggregated"
+    # Requests expected in time sent there lately: as when not reported, bit for bit.
+    for routes in (1, 7):
+        x = dataclasses.replace(HOPELESS, colloc_feasible_routes=routes, decode_feasible_routes=routes)
+        assert goodput.decide(x) == goodput.decide(HOPELESS)  # neither is listed in assumed
+    # None: its decodes are late requests (or nothing was sent there lately that could make its
+    # targets), so it serves nobody in time and this request costs nobody there ...
+    sink = dataclasses.replace(HOPELESS, colloc_feasible_routes=0)
+    b = goodput.decide(sink)
+    assert not b.meets_slo and b.reason == "slo_none_feasible"
+    assert b.decision == "collocated"  # ... while the decode GPU's share still counts
+    # Latency reads neither count.
+    assert latency.decide(sink) == latency.decide(HOPELESS)
+
+
+def test_goodput_with_no_victims_in_time_anywhere_goes_where_it_is_later() -> None:
+    goodput = goodput_of(qa_model())
+    both = dataclasses.replace(HOPELESS, colloc_feasible_routes=0, decode_feasible_routes=0)
+    b = goodput.decide(both)
+    # The pool is late and neither GPU serves anyone in time: every budget is 0. The request goes
+    # to the resource further from recovering, where it is predicted later.
+    assert b.prefill_wait_ms > 200.0 and not b.meets_slo
+    assert b.ttft_disaggregated_ms > b.ttft_collocated_ms and b.decision == "disaggregated"
+    # The other way round: a long local backlog (150,000 prompt tokens pending) is the later one.
+    backlog = dataclasses.replace(both, pending_prefill_tokens=150_000)
+    c = goodput.decide(backlog)
+    assert c.ttft_collocated_ms > c.ttft_disaggregated_ms and c.decision == "collocated"
+    # With a pool still in time, ties collocate as before (nothing to recover from there).
+    idle = RouteInputs(8192, 200, 0, 0, 512, ttft_slo_ms=100.0, tpot_slo_ms=50.0)
+    d = goodput.decide(idle)
+    assert not d.meets_slo and d.prefill_wait_ms == 0.0
+    assert d.decision == "collocated"
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.lists(route_inputs_st, min_size=1, max_size=40), st.sampled_from(OBJECTIVES))
 def test_decide_many_equals_decide_bit_for_bit_under_each_objective(

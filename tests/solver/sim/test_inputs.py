@@ -36,6 +36,8 @@ def test_every_optional_input_is_reported_from_the_view() -> None:
         "tpot_slo_ms": 40.0,
         "colloc_prefill_tokens_per_s": 3_000.0,
         "decode_prefill_tokens_per_s": 500.0,
+        "colloc_feasible_routes": None,  # the view's, None without a TTFT target in the run
+        "decode_feasible_routes": None,
     }
     assert {name: getattr(x, name) for name in expected} == expected
     # All but how long the running prefills have run and the decodes' least TPOT slack, which
@@ -50,6 +52,9 @@ def test_a_reported_running_time_reaches_the_model() -> None:
     assert route_inputs(view).prefill_running_elapsed_ms == 35.5
     view = RouteView(900, 120, 7, 9, 3, 512, colloc_tpot_slack_ms=410.0)
     assert route_inputs(view).colloc_tpot_slack_ms == 410.0
+    view = RouteView(900, 120, 7, 9, 3, 512, colloc_feasible_routes=0, decode_feasible_routes=4)
+    x = route_inputs(view)
+    assert (x.colloc_feasible_routes, x.decode_feasible_routes) == (0, 4)
 
 
 def test_an_infinite_slo_is_no_target() -> None:

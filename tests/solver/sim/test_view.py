@@ -24,7 +24,7 @@ from solver.sim import (
     parse_length_spec,
     poisson_workload,
 )
-from solver.sim.batching_gpu import BatchingGpu
+from solver.sim.batching_gpu import PREFILL_RATE_WINDOW_MS, BatchingGpu
 from solver.sim.events import RunState
 from solver.sim.latency import StepLatency
 from solver.sim.records import RECORDED_VIEW_FIELDS, VIEW_ROW
@@ -54,7 +54,8 @@ class Recount:
     def __init__(self) -> None:
         self.state: RunState | None = None
         self.views: list[RouteView] = []
-        self.recounts: list[dict[str, int]] = []
+        self.recounts: list[dict[str, int | None]] = []
+        self.infeasible: list[bool] = []  # the answers' "no path meets the targets"
 
     def decide(self, view: RouteView) -> PolicyAnswer:
         state = self.state
@@ -71,7 +72,7 @@ class Recount:
         queued = [r for queue in state.pool.queues for r in queue]
         # Prefills running now: a prefill-end event of theirs is queued.
         in_prefill = [r for _, _, kind, _, r in state.heap if kind == 1]
-        recount = {
+        recount: dict[str, int | None] = {
             "prefill_queue_requests": len(queued),
             "prefill_queue_tokens": sum(state.prompt[r] for r in queued),
             "prefill_running_requests": len(in_prefill),
@@ -94,11 +95,29 @@ class Recount:
             else 0
         )
         recount["prefill_running_tokens"] = sum(state.prompt[r] for r in in_prefill)
+
+        def feasible_routes(gpu: BatchingGpu | None) -> int | None:
+            """Earlier requests routed to ``gpu`` in the last two seconds, answered feasible or
+            with their first token by now within the 800 ms TTFT target."""
+            if gpu is None:
+                return None
+            return sum(
+                1
+                for j in range(rid)
+                if state.dest[j] == gpu.index
+                and state.arrival_ms[j] > t - PREFILL_RATE_WINDOW_MS
+                and (not self.infeasible[j] or state.first_token[j] - state.arrival_ms[j] <= 800.0)
+            )
+
+        recount["colloc_feasible_routes"] = feasible_routes(colloc)
+        recount["decode_feasible_routes"] = feasible_routes(target)
         self.views.append(view)
         self.recounts.append(recount)
+        infeasible = rid % 5 == 0
+        self.infeasible.append(infeasible)
         if rid % 3 == 0 or view.prompt_len > 1500:
-            return PolicyAnswer(DISAGGREGATED)
-        return PolicyAnswer(COLLOCATED)
+            return PolicyAnswer(DISAGGREGATED, is_infeasible=infeasible)
+        return PolicyAnswer(COLLOCATED, is_infeasible=infeasible)
 
 
 def run_recount(
@@ -149,6 +168,8 @@ def test_every_view_field_equals_a_recount(
     assert max(v.pending_prefill_tokens for v in seen) > fleet.max_num_batched_tokens
     assert max(v.colloc_context_tokens for v in seen) > 0
     assert max(v.decode_context_tokens for v in seen) > 0
+    assert min(v.colloc_feasible_routes or 0 for v in seen) == 0  # an idle start, and ...
+    assert max(v.colloc_feasible_routes or 0 for v in seen) > 3  # ... requests in flight or just done
 
 
 def test_view_row_order_matches_route_view() -> None:
@@ -162,6 +183,8 @@ def test_view_row_order_matches_route_view() -> None:
         "cached_prompt_tokens",  # always 0: the simulator has no prefix cache
         "prefill_running_elapsed_ms",  # None: the simulated gateway does not report it
         "colloc_tpot_slack_ms",  # None: neither
+        "colloc_feasible_routes",  # recounted above (None without a TTFT target)
+        "decode_feasible_routes",
     ]
 
 
