@@ -172,6 +172,13 @@ BAD_NEW_INPUTS: list[tuple[str, Any, str]] = [
     ("tpot_slo_ms", 0.0, "tpot_slo_ms"),
     *[(name, v, name) for name in OPTIONAL_RATE_INPUTS for v in (-1, -0.5, "3", True, 1e10)],
     *[("prefill_running_tokens", v, "prefill_running_tokens") for v in (-1, 1.5, "3", True, 2**70)],
+    *[
+        (name, v, name)
+        for name in UNLISTED_INPUTS
+        if name not in OPTIONAL_RATE_INPUTS and name != "prefill_running_tokens"
+        for v in (-1, "3", True, 2**70)
+    ],
+    *[(name, 1.5, name) for name in ("colloc_feasible_routes", "decode_feasible_routes")],
     ("cached_prompt_tokens", 1001, "cached_prompt_tokens: Value error, must be <= prompt_len (1000)"),
 ]
 
