@@ -153,6 +153,18 @@ CONFIGS = (
     ),
 )
 
+# A long prompt no path serves in time, 40 prompts queued on a 2-GPU pool past its TTFT target.
+_LATE_POOL: dict[str, Any] = {
+    "prompt_len": 8192,
+    "system_load": 64,
+    "decode_batch_size": 64,
+    "chunk_size": 512,
+    "prefill_queue_requests": 40,
+    "prefill_pool_gpus": 2,
+    "ttft_slo_ms": 200.0,
+    "tpot_slo_ms": 50.0,
+}
+
 # Written by hand: the bare minimum (every optional input missing), then one input at a time.
 HAND_PICKED: tuple[dict[str, Any], ...] = (
     {"prompt_len": 1, "system_load": 0},
@@ -196,29 +208,8 @@ HAND_PICKED: tuple[dict[str, Any], ...] = (
     # collocation GPU, sent no request expected in time lately, serves nobody in time: the
     # request costs nobody there (collocated); with neither GPU serving anyone in time it goes
     # where it is predicted later. Latency reads neither count.
-    {
-        "prompt_len": 8192,
-        "system_load": 64,
-        "decode_batch_size": 64,
-        "chunk_size": 512,
-        "prefill_queue_requests": 40,
-        "prefill_pool_gpus": 2,
-        "ttft_slo_ms": 200.0,
-        "tpot_slo_ms": 50.0,
-        "colloc_feasible_routes": 0,
-    },
-    {
-        "prompt_len": 8192,
-        "system_load": 64,
-        "decode_batch_size": 64,
-        "chunk_size": 512,
-        "prefill_queue_requests": 40,
-        "prefill_pool_gpus": 2,
-        "ttft_slo_ms": 200.0,
-        "tpot_slo_ms": 50.0,
-        "colloc_feasible_routes": 0,
-        "decode_feasible_routes": 0,
-    },
+    {**_LATE_POOL, "colloc_feasible_routes": 0},
+    {**_LATE_POOL, "colloc_feasible_routes": 0, "decode_feasible_routes": 0},
     # No path meets a tight TTFT target: it goes where it uses less of the others' targets. Four
     # prompts queued behind it on the pool would each lose much of their 150 ms TTFT target, its
     # chunks little of 64 decodes' 30 ms TPOT target: collocated (in milliseconds of harm, the
