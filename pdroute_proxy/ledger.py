@@ -267,16 +267,22 @@ class Ledger:
 
     def route(self, engine_id: str, now: float, expected_in_time: bool, token_times: list[float]) -> None:
         """A request is sent to ``engine_id`` at ``now``; ``token_times`` is its tokens' times
-        (monotonic s), filled as they come (the first tells whether it came in time)."""
-        self.load(engine_id).routes.append(Route(now, expected_in_time, token_times))
+        (monotonic s), filled as they come (the first tells whether it came in time). Only the
+        last ``RATE_WINDOW_S`` is kept."""
+        routes = self._recent_routes(engine_id, now)
+        routes.append(Route(now, expected_in_time, token_times))
+
+    def _recent_routes(self, engine_id: str, now: float) -> deque[Route]:
+        routes = self.load(engine_id).routes
+        while routes and routes[0].sent_at <= now - RATE_WINDOW_S:
+            routes.popleft()
+        return routes
 
     def feasible_routes(self, engine_id: str, now: float, ttft_slo_ms: float) -> int:
         """Requests sent to ``engine_id`` over the last ``RATE_WINDOW_S`` (older ones dropped)
         that the model expected in time or whose first token came within ``ttft_slo_ms``: the
         model's ``*_feasible_routes``."""
-        routes = self.load(engine_id).routes
-        while routes and routes[0].sent_at <= now - RATE_WINDOW_S:
-            routes.popleft()
+        routes = self._recent_routes(engine_id, now)
         target = ttft_slo_ms / 1000.0
         return sum(
             1

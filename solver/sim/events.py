@@ -375,7 +375,7 @@ class RunState:
         else:
             disagg = not self.fleet.can_collocate
         dest = target if disagg and target is not None else colloc
-        if dest is not None:
+        if dest is not None and self.ttft_slo_ms != math.inf:  # read only with a TTFT target
             self.routed_recently[dest.index].append(rid)
         if disagg and target is not None:
             self.is_disagg[rid] = True

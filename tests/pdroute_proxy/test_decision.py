@@ -15,7 +15,7 @@ from app.engines.sample import EngineSample
 from app.params_store import ParamsStore
 from pdroute_core.routing import QueueAwareModel
 from pdroute_proxy.decision import Decider
-from pdroute_proxy.ledger import Ledger
+from pdroute_proxy.ledger import RATE_WINDOW_S, Ledger
 from pdroute_proxy.settings import ProxySettings
 from tests.pdroute_proxy.conftest import start_proxy
 from tests.pdroute_proxy.fake_engine import FakeEngine
@@ -253,6 +253,10 @@ def test_the_decision_reads_the_requests_sent_expected_in_time_when_a_ttft_targe
     assert d.ledger.feasible_routes("d0", 10.6, 500.0) == 1  # the one sent at 8.5 has dropped out
     assert d.ledger.feasible_routes("d0", 11.6, 500.0) == 0
     assert d.ledger.feasible_routes("d1", 10.6, 500.0) == 1
+    # Without a TTFT target nothing reads them: sending keeps only the window (no growth).
+    for k in range(1000):
+        d.ledger.route("d2", 20.0 + k * 0.01, True, [])
+    assert len(d.ledger.load("d2").routes) <= RATE_WINDOW_S / 0.01 + 1
     untargeted = decider(tmp_path, queue_aware_params_file, readings={})
     untargeted.ledger.engines = d.ledger.engines
     assert untargeted.inputs(1000, 50, "d0", ("p0",))[0].colloc_feasible_routes is None
