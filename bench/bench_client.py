@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import concurrent.futures
-import socket
 import subprocess
 import sys
 import threading
@@ -35,6 +34,7 @@ from collections.abc import Callable
 import httpx
 from prometheus_client import CollectorRegistry
 
+from bench.proxy_client import free_port, wait_healthy
 from pdroute_client import BreakerConfig, Client, RouteQuery
 
 QUERY = RouteQuery(
@@ -50,13 +50,6 @@ QUERY = RouteQuery(
 )
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 def _per_call_us(fn: Callable[[], object], calls: int) -> float:
     started = time.perf_counter()
     for _ in range(calls):
@@ -69,7 +62,7 @@ def main() -> int:
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
     server = subprocess.Popen(
         [sys.executable, "-m", "app", "serve", "--port", str(port), "--log-level", "warning"],
@@ -77,16 +70,10 @@ def main() -> int:
         stderr=subprocess.DEVNULL,
     )
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                raise SystemExit("pdroute serve did not start")
-            time.sleep(0.1)
+        try:
+            wait_healthy(url, server, "pdroute serve", path="/readyz")
+        except RuntimeError as exc:
+            raise SystemExit("pdroute serve did not start") from exc
         body = QUERY.body()
         clock_now = [0.0]
         open_breaker = BreakerConfig(consecutive_failures=1, cool_down_s=1e9)

@@ -76,16 +76,21 @@ async def timed_stream(client: aiohttp.ClientSession, url: str, body: dict[str, 
 
 
 def wait_healthy(
-    url: str, proc: subprocess.Popen[bytes], what: str, timeout_s: float = 30.0, poll_s: float = 0.1
+    url: str,
+    proc: subprocess.Popen[bytes],
+    what: str,
+    timeout_s: float = 30.0,
+    poll_s: float = 0.1,
+    path: str = "/health",
 ) -> None:
-    """Return once ``url``/health answers 200; ``RuntimeError`` naming ``what`` if ``proc`` exits
-    first or ``timeout_s`` passes."""
+    """Return once ``url`` + ``path`` answers 200; ``RuntimeError`` naming ``what`` if ``proc``
+    exits first or ``timeout_s`` passes."""
     deadline = time.monotonic() + timeout_s
     while True:
         if proc.poll() is not None:
             raise RuntimeError(f"{what} exited with {proc.returncode}")
         try:
-            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
+            if httpx.get(f"{url}{path}", timeout=1).status_code == 200:
                 return
         except httpx.HTTPError:
             pass

@@ -137,8 +137,8 @@ class Relay:
             if choice.admission == SHED and self.settings.admission_control == "shed":
                 raise Shed(choice.predicted_lateness_ms)
         served = job.served = Served(choice, choice.path, arrived, told_output_len=told)
-        # The model's *_feasible_routes: expected in time, or its first token in time.
-        self.ledger.route(decode_id, arrived, choice.admission == ADMIT, served.token_times)
+        if self.settings.default_ttft_slo_ms is not None:  # the model's *_feasible_routes read them
+            self.ledger.route(decode_id, arrived, choice.admission == ADMIT, served.token_times)
         generated: list[int] = []
         handoff: Handoff | None = None
         if choice.path == DISAGGREGATED:
