@@ -69,6 +69,17 @@ def test_a_batch_independent_chunk_cost_passes_the_check() -> None:
     assert fits[2].warnings == ()
 
 
+def test_a_chunk_cost_carried_by_the_batch_term_alone_fits() -> None:
+    # Measured on a CPU engine: the excess over the decode step grows with chunk x batch only.
+    prefill, decode, _ = _tables(9.0, 0.02, 320.0, (6.5, 0.013, 4.4e-5), (0.0, 0.0, 0.0))
+    chunk = {(64, 2): 7.8, (64, 3): 6.3, (512, 2): 17.5, (512, 3): 40.0}
+    params, fits = fit_queue_aware(prefill, decode, chunk)
+    assert params.chunk_ms_per_token_seq > 0
+    assert fits[2].value == params.chunk_ms_per_token
+    with pytest.raises(FitError, match="T_interference: prefill tokens add no time"):
+        fit_queue_aware(prefill, decode, {key: 0.0 for key in chunk})
+
+
 def test_nonneg_lstsq_matches_a_brute_force_search() -> None:
     rng = np.random.default_rng(7)
     x = rng.uniform(0, 10, size=(30, 3))
