@@ -11,12 +11,11 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 from prometheus_client import CollectorRegistry
 
 from app.engines.metrics import ScrapeMetrics
-from app.engines.scraper import EngineScraper, ScrapeSettings
+from app.engines.scraper import EngineScraper, ScrapeSettings, session
 from tests.app.engines.engine_server import EngineServer
 from tests.app.engines.expositions import VLLM_RUNNING, sglang_text, vllm_text
 
@@ -74,7 +73,7 @@ def errors(registry: CollectorRegistry, target: str, kind: str, reason: str) -> 
 
 
 async def one_round(scraper: EngineScraper) -> None:
-    async with httpx.AsyncClient(timeout=scraper.settings.timeout_s) as client:
+    async with session(scraper.settings) as client:
         await scraper.scrape_round(client)
 
 
