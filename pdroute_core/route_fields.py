@@ -12,7 +12,8 @@ or a ``Default`` expression of other fields (``colloc_context_tokens``: the runn
 each with this prompt's context, ``system_load * prompt_len``), or ``None`` where the model
 reads "not reported" as such (``prefill_running_tokens``, ``prefill_running_elapsed_ms``,
 ``colloc_tpot_slack_ms``, ``colloc_feasible_routes``, ``decode_feasible_routes``: the answer is
-then the one before that input existed, bit for bit).
+then the one before that input existed, bit for bit; ``colloc_cached_prompt_tokens`` defaults to
+``cached_prompt_tokens``, with the same effect).
 ``pdroute_core.routing.resolve`` applies the defaults once for one request and once for
 columns; ``pdroute_core.request_defaults`` applies the service's own defaults (the output
 length by prompt, the SLO targets of its settings) before that.
@@ -227,6 +228,14 @@ ROUTE_FIELDS: tuple[RouteField, ...] = (
     _f(
         "decode_feasible_routes", "int", 0, MAX_LOAD,
         "the same for the target decode GPU (equal to colloc_feasible_routes when both are one GPU)",
+    ),
+    _f(
+        "colloc_cached_prompt_tokens", "int", 0, MAX_PROMPT_LEN,
+        "prompt tokens already in the collocation GPU's prefix cache (at most prompt_len), where "
+        "it is not the decode GPU (mixed GPUs beside a decode pool): the collocated path "
+        "prefills only the rest there. If omitted, cached_prompt_tokens (both one GPU; not "
+        "listed in assumed)",
+        default=lambda v: v.cached_prompt_tokens,
     ),
 )  # fmt: skip
 

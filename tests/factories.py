@@ -108,6 +108,7 @@ route_inputs_st = st.builds(
     colloc_tpot_slack_ms=st.one_of(st.none(), st.floats(0.0, 100_000.0)),
     colloc_feasible_routes=st.one_of(st.none(), st.integers(0, 3)),
     decode_feasible_routes=st.one_of(st.none(), st.integers(0, 3)),
+    colloc_cached_prompt_tokens=st.one_of(st.none(), st.integers(0, 100_000)),
 )
 
 
@@ -137,6 +138,7 @@ def random_route_inputs(n: int, seed: int, missing: float = 0.2) -> list[RouteIn
         "colloc_tpot_slack_ms": [None if v is None else v / 11.0 for v in maybe(0, 20_000)],
         "colloc_feasible_routes": maybe(0, 3),
         "decode_feasible_routes": maybe(0, 3),
+        "colloc_cached_prompt_tokens": maybe(0, 512),
     }
     return [
         RouteInputs(

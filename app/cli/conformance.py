@@ -173,6 +173,9 @@ HAND_PICKED: tuple[dict[str, Any], ...] = (
     {"prompt_len": 2048, "system_load": 16, "decode_batch_size": 0, "chunk_size": 512},
     {"prompt_len": 2048, "system_load": 16, "prefill_queue_requests": 0},
     {"prompt_len": 2048, "system_load": 16, "cached_prompt_tokens": 2048},
+    # Mixed GPUs beside a decode pool: the prompt cached on one GPU and not the other.
+    {"prompt_len": 2048, "system_load": 16, "cached_prompt_tokens": 0, "colloc_cached_prompt_tokens": 2000},
+    {"prompt_len": 2048, "system_load": 16, "cached_prompt_tokens": 2000, "colloc_cached_prompt_tokens": 0},
     {"prompt_len": 2048, "system_load": 16, "ttft_slo_ms": 1e6, "tpot_slo_ms": 1e6},
     {"prompt_len": 2048, "system_load": 16, "tpot_slo_ms": 0.001},
     {"prompt_len": 16_777_216, "system_load": 1_000_000, "predicted_output_len": 16_777_216},

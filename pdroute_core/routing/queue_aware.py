@@ -17,8 +17,10 @@ that predates them, where every answer keeps its bits.
 Inputs (``RouteInputs``): L prompt, O predicted output, B / K decodes and their context on the
 collocation GPU, B' / K' on the decode GPU, c chunk, P prompt tokens pending prefill on the
 collocation GPU (P' on the decode GPU), R / R' the prompt tokens per second prefilled there
-recently (``prefill_share``: the stretch of a decode step by later prompts' chunks), h cached
-prompt tokens, the prefill pool's q waiting requests holding Q
+recently (``prefill_share``: the stretch of a decode step by later prompts' chunks), h the
+prompt tokens in the collocation GPU's prefix cache (``colloc_cached_prompt_tokens``; where it is
+the decode GPU, or not reported, ``cached_prompt_tokens``) and h' in the decode GPU's
+(``cached_prompt_tokens``: only the rest is transferred), the prefill pool's q waiting requests holding Q
 tokens, r running prefills holding Y prompt tokens (``prefill_running_tokens``) and G GPUs.
 
 The engines schedule as vLLM's v1 scheduler: c (``chunk_size``) is a step's token budget,
@@ -55,7 +57,7 @@ Disaggregated (a prefill GPU, then the KV cache over the link)::
       (2 * max(0, t_run - E) / (G + 1) for the first term when E is reported)
     F_d = s(B' + 1, K' + L) + 1.5 * s(B', K') + min(1.5 f(c_B', B'), f(P', B')) [if P' > 0]
           (all but the first term only if B' > 0 or P' > 0)
-    TTFT_d = W + T_P(L) + (L - h) * bytes_per_token / bandwidth + F_d
+    TTFT_d = W + T_P(L) + (L - h') * bytes_per_token / bandwidth + F_d
     P_left = max(0, P' - c_d * TTFT_d / (s' + f'))    s' = s(B' + 1, K' + L + O/2), f' = f(c_d, B' + 1)
     TPOT_d = min((s' + min(1, P_left / D / c_d) * f') / (1 - rho'), s' + f')   D = max(1, O - 1)
     c_d = c_(B' + 1): the chunk beside the request and the B' decodes
@@ -166,7 +168,7 @@ more goodput) and ``slo_margin = 0.1``.
 
 Defaults for inputs not reported (listed in the answer's ``assumed``): no prefill queue
 (q = 0, Q = q * L, r = G if q > 0 else 0, G = 1), nothing pending locally (P = 0), running
-decodes with this prompt's context (K = B * L, K' = B' * L), no prefix hit (h = 0), no
+decodes with this prompt's context (K = B * L, K' = B' * L), no prefix hit (h' = 0; h = h'), no
 targets, no recent prefill (R = R' = 0: not listed, the answer is the one before the rates
 existed, bit for bit); no running prefill length (Y) or time (E: not listed either, the wait
 is the one before they existed, bit for bit). ``decide`` and ``decide_many`` evaluate the same operations
@@ -381,7 +383,7 @@ class QueueAwareModel:
             v.chunk_size,
             v.pending_prefill_tokens,
         )
-        u = L - min(v.cached_prompt_tokens, L - 1.0)
+        u = L - min(v.colloc_cached_prompt_tokens, L - 1.0)
         total = P + u
         cb = max(1.0, c - B)  # the step's budget less its decode tokens
         n = math.ceil(total / cb)
@@ -419,7 +421,7 @@ class QueueAwareModel:
             v.chunk_size,
             v.pending_prefill_tokens,
         )
-        u = L - np.minimum(v.cached_prompt_tokens, L - 1.0)
+        u = L - np.minimum(v.colloc_cached_prompt_tokens, L - 1.0)
         total = P + u
         cb = np.maximum(1.0, c - B)
         n = np.ceil(total / cb)

@@ -308,9 +308,12 @@ class RunState:
             target = colloc if conditional else self._least_loaded(self.decode_pool)
         reuse = self.reuse
         cached = 0
+        colloc_cached = None  # reported only where the collocation GPU is not the decode target
         if reuse is not None and target is not None:
             cached = reuse.engine_match(target.index, rid)
             self.cached[rid] = cached
+        if reuse is not None and colloc is not None and colloc is not target:
+            colloc_cached = reuse.engine_match(colloc.index, rid)
         load = colloc_kv = pending = waiting = 0
         rate = target_rate = 0.0
         if colloc is not None:
@@ -354,6 +357,7 @@ class RunState:
             None,
             None if colloc is None else self._feasible_routes(colloc, t),
             None if target is None else self._feasible_routes(target, t),
+            colloc_cached,
         )
         self.views.append(view)
         if self.ask_policy:

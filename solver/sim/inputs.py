@@ -8,7 +8,9 @@ target: ``None``), and a fleet without prefill GPUs has ``prefill_pool_gpus`` 0 
 here: without prefill GPUs no policy is asked). The view's ``colloc_num_waiting`` is the
 simulator's own (recorded, not an input). ``cached_prompt_tokens`` is the decode target's
 prefix-cache hit (``solver.sim.prefix_reuse``; 0 without caches), passed as it is: the model
-prefills ``L - h`` collocated and transfers ``L - h`` disaggregated.
+transfers ``L - h`` disaggregated, and prefills ``L - h`` collocated where the collocation GPU is
+the decode target; in ``pools`` the mixed GPU's own hit, ``colloc_cached_prompt_tokens``, sets
+what it prefills.
 
 The prefill rates are each GPU's prompt tokens in the steps started over the last
 ``PREFILL_RATE_WINDOW_MS`` (``BatchingGpu.prefill_tokens_per_s``): the past only.

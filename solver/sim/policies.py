@@ -112,6 +112,9 @@ class RouteView(NamedTuple):
     # token came within the TTFT target by now (None: no TTFT target in the run, not reported).
     colloc_feasible_routes: int | None = None
     decode_feasible_routes: int | None = None
+    # Prompt tokens held in the collocation GPU's prefix cache (the pools topology's mixed GPU;
+    # None where it is the decode target, whose hit is ``cached_prompt_tokens``).
+    colloc_cached_prompt_tokens: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

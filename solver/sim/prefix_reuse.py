@@ -10,7 +10,9 @@ The rules (``solver.sim.events`` applies them; ``h`` is a hit in tokens, whole b
 - A hit never covers the whole prompt: at least its last token is computed (its logits make
   the first output token), so ``h <= block_size * ((L - 1) // block_size)``, as in vLLM.
 - Routing: the gateway looks up the request on the decode target (the GPU that would decode
-  it); that hit is the view's ``cached_prompt_tokens``, what a KV-aware gateway knows.
+  it); that hit is the view's ``cached_prompt_tokens``, what a KV-aware gateway knows. Where the
+  collocation GPU is another GPU (``pools``: a mixed GPU), it looks the request up there too:
+  ``colloc_cached_prompt_tokens``.
 - Collocated: the request prefills ``L - h`` tokens on its collocation GPU, ``h`` its hit there
   (the decode target's hit in the conditional topology, where the two are one GPU), looked up
   at routing; the chunked prefill starts at token ``h`` and attends over the cached prefix.

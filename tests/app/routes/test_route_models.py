@@ -180,6 +180,11 @@ BAD_NEW_INPUTS: list[tuple[str, Any, str]] = [
     ],
     *[(name, 1.5, name) for name in ("colloc_feasible_routes", "decode_feasible_routes")],
     ("cached_prompt_tokens", 1001, "cached_prompt_tokens: Value error, must be <= prompt_len (1000)"),
+    (
+        "colloc_cached_prompt_tokens",
+        1001,
+        "colloc_cached_prompt_tokens: Value error, must be <= prompt_len (1000)",
+    ),
 ]
 
 

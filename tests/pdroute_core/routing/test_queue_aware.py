@@ -156,6 +156,21 @@ def test_prefix_hit_saves_local_prefill_and_transfer() -> None:
     ).transfer_ms == pytest.approx(XFER)
 
 
+def test_the_collocation_gpus_own_hit_prices_the_collocated_path_alone() -> None:
+    # Mixed GPU beside a decode pool: it holds 900 of the prompt's tokens, the decode GPU none.
+    split = qa_model().decide(RouteInputs(1000, 10, 4, 4, 256, colloc_cached_prompt_tokens=900))
+    there = qa_model().decide(RouteInputs(1000, 10, 4, 4, 256, cached_prompt_tokens=900))
+    nowhere = qa_model().decide(RouteInputs(1000, 10, 4, 4, 256, cached_prompt_tokens=0))
+    assert split.chunk_steps == 1.0 and split.ttft_collocated_ms == there.ttft_collocated_ms
+    assert split.transfer_ms == nowhere.transfer_ms == pytest.approx(1000 * XFER)  # all sent
+    assert split.ttft_disaggregated_ms == nowhere.ttft_disaggregated_ms
+    # Not reported: the decode GPU's hit stands for it (one GPU), the answer bit for bit, unlisted.
+    same = qa_model().decide(
+        RouteInputs(1000, 10, 4, 4, 256, cached_prompt_tokens=900, colloc_cached_prompt_tokens=900)
+    )
+    assert same == there
+
+
 def test_defaults_are_listed_and_used() -> None:
     b = qa_model().decide(RouteInputs(512, 100, 3, 3, 256))
     assert b.assumed == OPTIONAL_INPUTS

@@ -60,7 +60,8 @@ def test_with_neither_path_feasible_the_smaller_use_of_others_targets_wins(x: Ro
     assert forms is not None
     L, out, c = float(x.prompt_len), float(x.predicted_output_len), float(x.chunk_size)
     B, Bd = float(x.system_load), float(x.decode_batch_size)
-    u = L - (0.0 if x.cached_prompt_tokens is None else min(float(x.cached_prompt_tokens), L - 1.0))
+    h = x.cached_prompt_tokens if x.colloc_cached_prompt_tokens is None else x.colloc_cached_prompt_tokens
+    u = L - (0.0 if h is None else min(float(h), L - 1.0))  # the collocation GPU's hit
     q = 0.0 if x.prefill_queue_requests is None else float(x.prefill_queue_requests)
     G = 1.0 if x.prefill_pool_gpus is None else float(x.prefill_pool_gpus)
     slower = forms.decode_ms_per_seq + forms.decode_ms_per_context_token * (L + 0.5 * out)

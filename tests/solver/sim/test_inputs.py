@@ -38,6 +38,7 @@ def test_every_optional_input_is_reported_from_the_view() -> None:
         "decode_prefill_tokens_per_s": 500.0,
         "colloc_feasible_routes": None,  # the view's, None without a TTFT target in the run
         "decode_feasible_routes": None,
+        "colloc_cached_prompt_tokens": None,  # the view's, None where it is the decode target
     }
     assert {name: getattr(x, name) for name in expected} == expected
     # All but how long the running prefills have run and the decodes' least TPOT slack, which
@@ -55,6 +56,9 @@ def test_a_reported_running_time_reaches_the_model() -> None:
     view = RouteView(900, 120, 7, 9, 3, 512, colloc_feasible_routes=0, decode_feasible_routes=4)
     x = route_inputs(view)
     assert (x.colloc_feasible_routes, x.decode_feasible_routes) == (0, 4)
+    view = RouteView(900, 120, 7, 9, 3, 512, cached_prompt_tokens=16, colloc_cached_prompt_tokens=640)
+    x = route_inputs(view)
+    assert (x.cached_prompt_tokens, x.colloc_cached_prompt_tokens) == (16, 640)
 
 
 def test_an_infinite_slo_is_no_target() -> None:

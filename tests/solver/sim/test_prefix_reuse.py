@@ -14,7 +14,9 @@ from solver.sim import (
     AlwaysDisaggregated,
     ClusterSimulation,
     Policy,
+    PolicyAnswer,
     PromptAndQueueThreshold,
+    RouteView,
     SimRecords,
     SloLimits,
     Workload,
@@ -26,6 +28,7 @@ from solver.sim import (
 )
 from solver.sim.block_hashes import BlockHashes, chain_hashes
 from solver.sim.latency import StepLatency
+from solver.sim.policies import ANSWER_COLLOCATED, ANSWER_DISAGGREGATED
 from solver.sim.sessions import SHAPE_DEFAULTS, session_workload
 from tests.solver.sim import profiles as P
 from tests.solver.sim.profiles import linear_fleet
@@ -153,6 +156,41 @@ def test_runs_without_reuse_are_as_before(profile: ProfileResult, topology: str,
     chains = [chain_hashes(np.full(p, i), 16)[: p // 16] for i, p in enumerate(wl.prompt_len.tolist())]
     hashed = dataclasses.replace(wl, blocks=BlockHashes.from_chains(chains))
     assert _digest(simulate(profile, hashed, make_policy(policy), fleet)) == BEFORE[(topology, policy)]
+
+
+class ViewsSeen:
+    """Answers ``answer`` to every request and keeps the views it was shown."""
+
+    name = "views"
+
+    def __init__(self, answer: PolicyAnswer) -> None:
+        self.answer = answer
+        self.views: list[RouteView] = []
+
+    def decide(self, view: RouteView) -> PolicyAnswer:
+        self.views.append(view)
+        return self.answer
+
+
+@pytest.mark.parametrize("answer", [ANSWER_COLLOCATED, ANSWER_DISAGGREGATED], ids=["colloc", "disagg"])
+def test_the_view_reports_the_hit_on_each_paths_gpu(latency: StepLatency, answer: PolicyAnswer) -> None:
+    pools = linear_fleet(
+        topology="pools", num_mixed=1, num_prefill=1, num_decode=1, prefix_cache_tokens=CACHE
+    )
+    seen = ViewsSeen(answer)
+    simulate(latency, same_prompt_twice(1024, 4), seen, pools)
+    first, second = seen.views
+    assert (first.cached_prompt_tokens, first.colloc_cached_prompt_tokens) == (0, 0)
+    # The GPU that served the first holds its prompt; the other GPU's hit is 0.
+    hits = (second.cached_prompt_tokens, second.colloc_cached_prompt_tokens)
+    assert hits == ((0, 1008) if answer is ANSWER_COLLOCATED else (1008, 0))
+    # One GPU for both paths: its hit is cached_prompt_tokens, the collocation GPU's not reported.
+    one = ViewsSeen(answer)
+    simulate(latency, same_prompt_twice(1024, 4), one, ONE_PAIR)
+    assert [(v.cached_prompt_tokens, v.colloc_cached_prompt_tokens) for v in one.views] == [
+        (0, None),
+        (1008, None),
+    ]
 
 
 def test_pools_hit_on_the_gpu_of_each_path(latency: StepLatency) -> None:

@@ -180,11 +180,12 @@ def test_view_row_order_matches_route_view() -> None:
         "tpot_slo_ms",
         "colloc_prefill_tokens_per_s",
         "decode_prefill_tokens_per_s",
-        "cached_prompt_tokens",  # always 0: the simulator has no prefix cache
+        "cached_prompt_tokens",  # 0 here: no block hashes (tests/solver/sim/test_prefix_reuse.py)
         "prefill_running_elapsed_ms",  # None: the simulated gateway does not report it
         "colloc_tpot_slack_ms",  # None: neither
         "colloc_feasible_routes",  # recounted above (None without a TTFT target)
         "decode_feasible_routes",
+        "colloc_cached_prompt_tokens",  # None here, as cached_prompt_tokens (test_prefix_reuse.py)
     ]
 
 
