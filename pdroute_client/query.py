@@ -53,6 +53,7 @@ class RouteQuery:
     colloc_feasible_routes: int | None = None  # requests sent to the collocation GPU lately, expected in time
     decode_feasible_routes: int | None = None  # the same for the decode GPU
     colloc_cached_prompt_tokens: int | None = None  # prompt tokens in the collocation GPU's prefix cache
+    prefill_cached_prompt_tokens: int | None = None  # prompt tokens in the prefill GPU's prefix cache
     objective: str | None = None  # latency or goodput; the service's setting when None
     request_id: str | None = None
 
@@ -123,7 +124,7 @@ def check(query: RouteQuery) -> None:
         value = getattr(query, choice.name)
         if value is not None and (problem := choice.problem(value)) is not None:
             raise InvalidArgument(choice.name, problem)
-    for name in ("cached_prompt_tokens", "colloc_cached_prompt_tokens"):
+    for name in ("cached_prompt_tokens", "colloc_cached_prompt_tokens", "prefill_cached_prompt_tokens"):
         cached = getattr(query, name)
         if cached is not None and cached > query.prompt_len:
             raise InvalidArgument(name, f"must be <= prompt_len ({query.prompt_len}), got {cached}")

@@ -13,7 +13,7 @@ each with this prompt's context, ``system_load * prompt_len``), or ``None`` wher
 reads "not reported" as such (``prefill_running_tokens``, ``prefill_running_elapsed_ms``,
 ``colloc_tpot_slack_ms``, ``colloc_feasible_routes``, ``decode_feasible_routes``: the answer is
 then the one before that input existed, bit for bit; ``colloc_cached_prompt_tokens`` defaults to
-``cached_prompt_tokens``, with the same effect).
+``cached_prompt_tokens``, and ``prefill_cached_prompt_tokens`` to 0, with the same effect).
 ``pdroute_core.routing.resolve`` applies the defaults once for one request and once for
 columns; ``pdroute_core.request_defaults`` applies the service's own defaults (the output
 length by prompt, the SLO targets of its settings) before that.
@@ -236,6 +236,14 @@ ROUTE_FIELDS: tuple[RouteField, ...] = (
         "prefills only the rest there. If omitted, cached_prompt_tokens (both one GPU; not "
         "listed in assumed)",
         default=lambda v: v.cached_prompt_tokens,
+    ),
+    _f(
+        "prefill_cached_prompt_tokens", "int", 0, MAX_PROMPT_LEN,
+        "prompt tokens already in the prefix cache of the prefill GPU the request would be sent "
+        "to (at most prompt_len; a gateway that places each prompt on a prefill engine knows "
+        "it): the disaggregated path prefills only the rest there. If omitted, 0: the whole "
+        "prompt (not listed in assumed)",
+        default=0.0,
     ),
 )  # fmt: skip
 

@@ -109,6 +109,7 @@ route_inputs_st = st.builds(
     colloc_feasible_routes=st.one_of(st.none(), st.integers(0, 3)),
     decode_feasible_routes=st.one_of(st.none(), st.integers(0, 3)),
     colloc_cached_prompt_tokens=st.one_of(st.none(), st.integers(0, 100_000)),
+    prefill_cached_prompt_tokens=st.one_of(st.none(), st.integers(0, 100_000)),
 )
 
 
@@ -139,6 +140,7 @@ def random_route_inputs(n: int, seed: int, missing: float = 0.2) -> list[RouteIn
         "colloc_feasible_routes": maybe(0, 3),
         "decode_feasible_routes": maybe(0, 3),
         "colloc_cached_prompt_tokens": maybe(0, 512),
+        "prefill_cached_prompt_tokens": maybe(0, 512),
     }
     return [
         RouteInputs(

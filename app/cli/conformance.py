@@ -176,6 +176,14 @@ HAND_PICKED: tuple[dict[str, Any], ...] = (
     # Mixed GPUs beside a decode pool: the prompt cached on one GPU and not the other.
     {"prompt_len": 2048, "system_load": 16, "cached_prompt_tokens": 0, "colloc_cached_prompt_tokens": 2000},
     {"prompt_len": 2048, "system_load": 16, "cached_prompt_tokens": 2000, "colloc_cached_prompt_tokens": 0},
+    # The prefill GPU it would go to holds most of the prompt, behind a busy pool.
+    {
+        "prompt_len": 8192,
+        "system_load": 16,
+        "prefill_queue_requests": 2,
+        "prefill_pool_gpus": 2,
+        "prefill_cached_prompt_tokens": 8000,
+    },
     {"prompt_len": 2048, "system_load": 16, "ttft_slo_ms": 1e6, "tpot_slo_ms": 1e6},
     {"prompt_len": 2048, "system_load": 16, "tpot_slo_ms": 0.001},
     {"prompt_len": 16_777_216, "system_load": 1_000_000, "predicted_output_len": 16_777_216},

@@ -78,6 +78,7 @@ class RouteRequest(StrictModel):
     colloc_feasible_routes: Annotated[int | None, route_field("colloc_feasible_routes")] = None
     decode_feasible_routes: Annotated[int | None, route_field("decode_feasible_routes")] = None
     colloc_cached_prompt_tokens: Annotated[int | None, route_field("colloc_cached_prompt_tokens")] = None
+    prefill_cached_prompt_tokens: Annotated[int | None, route_field("prefill_cached_prompt_tokens")] = None
     objective: Annotated[Literal["latency", "goodput"] | None, route_choice("objective")] = None
 
     decode_target: Annotated[
@@ -119,7 +120,7 @@ class RouteRequest(StrictModel):
         """The request names an engine target: its missing load fields come from engine metrics."""
         return not (self.decode_target is None and self.colloc_target is None and self.prefill_target is None)
 
-    @field_validator("cached_prompt_tokens", "colloc_cached_prompt_tokens")
+    @field_validator("cached_prompt_tokens", "colloc_cached_prompt_tokens", "prefill_cached_prompt_tokens")
     @classmethod
     def _cached_within_prompt(cls, value: int | None, info: ValidationInfo) -> int | None:
         prompt_len = info.data.get("prompt_len")

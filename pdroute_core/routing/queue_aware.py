@@ -454,8 +454,12 @@ class QueueAwareModel:
             v.prompt_len, v.predicted_output_len, v.chunk_size,
             v.prefill_queue_requests, v.prefill_pool_gpus, v.prefill_running_requests,
         )  # fmt: skip
-        t_prefill = fm.prefill_ms(L)
-        t_ahead = fm.prefill_ms(v.prefill_queue_tokens / q) if q > 0.0 else t_prefill
+        t_full = fm.prefill_ms(L)
+        hp = min(v.prefill_cached_prompt_tokens, L - 1.0)
+        t_prefill = t_full  # the rest of the prompt over the prefill GPU's cached prefix, on a hit
+        if hp > 0.0:
+            t_prefill = fm.prefill_ms(L - hp) + fm.prefix_ms(0.0, L - hp, L - hp, hp)
+        t_ahead = fm.prefill_ms(v.prefill_queue_tokens / q) if q > 0.0 else t_full
         t_run = t_ahead  # the prefill in progress: its own length when reported
         Y = v.prefill_running_tokens
         if not math.isnan(Y) and r > 0.0:  # NaN: not reported
@@ -504,10 +508,15 @@ class QueueAwareModel:
             v.prompt_len, v.predicted_output_len, v.chunk_size,
             v.prefill_queue_requests, v.prefill_pool_gpus, v.prefill_running_requests,
         )  # fmt: skip
-        t_prefill = fm.prefill_ms_many(L)
+        t_full = fm.prefill_ms_many(L)
+        hp = np.minimum(v.prefill_cached_prompt_tokens, L - 1.0)
+        rest = L - hp
+        t_prefill = np.where(
+            hp > 0.0, fm.prefill_ms_many(rest) + fm.prefix_ms_many(np.zeros_like(L), rest, rest, hp), t_full
+        )
         Y = v.prefill_running_tokens
         with np.errstate(divide="ignore", invalid="ignore"):  # q = 0, r = 0: not taken
-            t_ahead = np.where(q > 0.0, fm.prefill_ms_many(v.prefill_queue_tokens / q), t_prefill)
+            t_ahead = np.where(q > 0.0, fm.prefill_ms_many(v.prefill_queue_tokens / q), t_full)
             t_run = np.where(~np.isnan(Y) & (r > 0.0), fm.prefill_ms_many(Y / r), t_ahead)
         E = v.prefill_running_elapsed_ms
         first = np.where(np.isnan(E), t_run / (G + 1.0), 2.0 * np.maximum(0.0, t_run - E) / (G + 1.0))

@@ -86,6 +86,7 @@ class RouteInputs:
     colloc_feasible_routes: int | None = None  # requests sent to the collocation GPU lately, expected in time
     decode_feasible_routes: int | None = None  # the same for the decode GPU
     colloc_cached_prompt_tokens: int | None = None  # prompt tokens in the collocation GPU's prefix cache
+    prefill_cached_prompt_tokens: int | None = None  # prompt tokens in the prefill GPU's prefix cache
 
     def missing(self) -> tuple[str, ...]:
         """The optional inputs this request did not report, in ``OPTIONAL_INPUTS`` order (the

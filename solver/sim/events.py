@@ -314,6 +314,11 @@ class RunState:
             self.cached[rid] = cached
         if reuse is not None and colloc is not None and colloc is not target:
             colloc_cached = reuse.engine_match(colloc.index, rid)
+        prefill_cached = None  # the hit on the prefill GPU it would be placed on, where known
+        if reuse is not None and self.fleet.num_prefill > 0:
+            worker = self.pool.next_worker()
+            if worker is not None:
+                prefill_cached = reuse.prefill_match(worker, rid)
         load = colloc_kv = pending = waiting = 0
         rate = target_rate = 0.0
         if colloc is not None:
@@ -358,6 +363,7 @@ class RunState:
             None if colloc is None else self._feasible_routes(colloc, t),
             None if target is None else self._feasible_routes(target, t),
             colloc_cached,
+            prefill_cached,
         )
         self.views.append(view)
         if self.ask_policy:

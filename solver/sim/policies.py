@@ -115,6 +115,9 @@ class RouteView(NamedTuple):
     # Prompt tokens held in the collocation GPU's prefix cache (the pools topology's mixed GPU;
     # None where it is the decode target, whose hit is ``cached_prompt_tokens``).
     colloc_cached_prompt_tokens: int | None = None
+    # Prompt tokens held in the prefix cache of the prefill GPU a disaggregated request would be
+    # placed on (per-worker queues: known at arrival; None with a shared queue or no caches).
+    prefill_cached_prompt_tokens: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

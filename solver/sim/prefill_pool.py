@@ -37,11 +37,20 @@ class PrefillPool:
         self.free: list[int] = list(range(num_workers))  # a heap of idle worker indices (shared)
         self.is_busy = [False] * num_workers
         self.load_tokens = [0] * num_workers  # per worker: prompt tokens queued there and running
-        self.next_worker = 0  # round-robin's next pick
+        self.next_rr = 0  # round-robin's next pick
         self.num_queued = 0
         self.queued_tokens = 0
         self.num_running = 0
         self.running_tokens = 0
+
+    def next_worker(self) -> int | None:
+        """The worker ``place`` would put the next prompt on (None: the shared queue)."""
+        if self.is_shared:
+            return None
+        if self.discipline == "round-robin":
+            return self.next_rr
+        loads = self.load_tokens
+        return min(range(len(loads)), key=loads.__getitem__)
 
     def place(self, rid: int) -> int | None:
         """Queue request ``rid``; the worker it is placed on (None: the shared queue)."""
@@ -52,8 +61,8 @@ class PrefillPool:
             self.queues[0].append(rid)
             return None
         if self.discipline == "round-robin":
-            worker = self.next_worker
-            self.next_worker = (worker + 1) % len(self.is_busy)
+            worker = self.next_rr
+            self.next_rr = (worker + 1) % len(self.is_busy)
         else:
             loads = self.load_tokens
             worker = min(range(len(loads)), key=loads.__getitem__)

@@ -78,6 +78,10 @@ class PrefixReuse:
         """Request ``rid``'s hit on engine ``g`` (tokens); the blocks become the newest there."""
         return self.engines[g].lookup(self._chain(rid), self.max_hit_blocks[rid]) * self.block_size
 
+    def prefill_match(self, w: int, rid: int) -> int:
+        """Request ``rid``'s hit on prefill worker ``w`` (tokens), touching nothing."""
+        return self.prefill[w].match(self._chain(rid), self.max_hit_blocks[rid]) * self.block_size
+
     def prefill_lookup(self, w: int, rid: int) -> int:
         """Request ``rid``'s hit on prefill worker ``w`` (tokens), touching the blocks."""
         return self.prefill[w].lookup(self._chain(rid), self.max_hit_blocks[rid]) * self.block_size

@@ -258,6 +258,10 @@ def test_nothing_listening_static_then_no_raise() -> None:
             {"prompt_len": 10, "system_load": 1, "colloc_cached_prompt_tokens": 11},
             "colloc_cached_prompt_tokens",
         ),
+        (
+            {"prompt_len": 10, "system_load": 1, "prefill_cached_prompt_tokens": 11},
+            "prefill_cached_prompt_tokens",
+        ),
         ({"prompt_len": 10, "system_load": 1, "ttft_slo_ms": 0}, "ttft_slo_ms"),
         ({"prompt_len": 10, "system_load": 1, "request_id": "x" * 257}, "request_id"),
     ],

@@ -185,6 +185,11 @@ BAD_NEW_INPUTS: list[tuple[str, Any, str]] = [
         1001,
         "colloc_cached_prompt_tokens: Value error, must be <= prompt_len (1000)",
     ),
+    (
+        "prefill_cached_prompt_tokens",
+        1001,
+        "prefill_cached_prompt_tokens: Value error, must be <= prompt_len (1000)",
+    ),
 ]
 
 

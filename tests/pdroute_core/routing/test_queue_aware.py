@@ -171,6 +171,37 @@ def test_the_collocation_gpus_own_hit_prices_the_collocated_path_alone() -> None
     assert same == there
 
 
+def test_the_prefill_gpus_hit_shortens_the_pools_prefill_alone() -> None:
+    full = qa_model().decide(RouteInputs(1000, 10, 4, 4, 256, prefill_queue_requests=2, prefill_pool_gpus=1))
+    hit = qa_model().decide(
+        RouteInputs(
+            1000,
+            10,
+            4,
+            4,
+            256,
+            prefill_queue_requests=2,
+            prefill_pool_gpus=1,
+            prefill_cached_prompt_tokens=900,
+        )
+    )
+    # The rest, 100 tokens, over the 900 cached: T_P(100) plus what attending over them adds.
+    assert hit.prefill_ms == pytest.approx(
+        qa_model().forms.prefill_ms(100.0) + qa_model().forms.prefix_ms(0.0, 100.0, 100.0, 900.0)
+    )
+    assert hit.prefill_ms < full.prefill_ms
+    assert hit.prefill_wait_ms == full.prefill_wait_ms  # the prompts ahead are not this one
+    assert hit.transfer_ms == full.transfer_ms  # the decode GPU holds none of it
+    assert hit.ttft_collocated_ms == full.ttft_collocated_ms
+    # Not reported, or 0: the whole prompt, bit for bit and not listed.
+    zero = qa_model().decide(
+        RouteInputs(
+            1000, 10, 4, 4, 256, prefill_queue_requests=2, prefill_pool_gpus=1, prefill_cached_prompt_tokens=0
+        )
+    )
+    assert zero == full
+
+
 def test_defaults_are_listed_and_used() -> None:
     b = qa_model().decide(RouteInputs(512, 100, 3, 3, 256))
     assert b.assumed == OPTIONAL_INPUTS

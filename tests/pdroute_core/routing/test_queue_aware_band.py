@@ -66,7 +66,12 @@ def test_with_neither_path_feasible_the_smaller_use_of_others_targets_wins(x: Ro
     G = 1.0 if x.prefill_pool_gpus is None else float(x.prefill_pool_gpus)
     slower = forms.decode_ms_per_seq + forms.decode_ms_per_context_token * (L + 0.5 * out)
     budget_c = B * (u * model.forms.chunk_ms(c, B) / (c * max(1.0, out - 1.0)) + slower) / tpot_slo
-    budget_d = q * model.forms.prefill_ms(L) / (G * ttft_slo) + Bd * slower / tpot_slo
+    hp = (
+        0.0 if x.prefill_cached_prompt_tokens is None else min(float(x.prefill_cached_prompt_tokens), L - 1.0)
+    )
+    own = model.forms.prefill_ms(L - hp) + model.forms.prefix_ms(0.0, L - hp, L - hp, hp) if hp else None
+    prefill = model.forms.prefill_ms(L) if own is None else own  # on the prefill GPU, its hit aside
+    budget_d = q * prefill / (G * ttft_slo) + Bd * slower / tpot_slo
     expected = budget_d < budget_c  # ties collocate
     assert (b.decision == "disaggregated") == expected
     many = model.decide_many(RouteColumns.from_inputs([x]))

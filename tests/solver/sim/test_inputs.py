@@ -39,6 +39,7 @@ def test_every_optional_input_is_reported_from_the_view() -> None:
         "colloc_feasible_routes": None,  # the view's, None without a TTFT target in the run
         "decode_feasible_routes": None,
         "colloc_cached_prompt_tokens": None,  # the view's, None where it is the decode target
+        "prefill_cached_prompt_tokens": None,  # the view's, None without caches
     }
     assert {name: getattr(x, name) for name in expected} == expected
     # All but how long the running prefills have run and the decodes' least TPOT slack, which
@@ -59,6 +60,8 @@ def test_a_reported_running_time_reaches_the_model() -> None:
     view = RouteView(900, 120, 7, 9, 3, 512, cached_prompt_tokens=16, colloc_cached_prompt_tokens=640)
     x = route_inputs(view)
     assert (x.cached_prompt_tokens, x.colloc_cached_prompt_tokens) == (16, 640)
+    x = route_inputs(RouteView(900, 120, 7, 9, 3, 512, prefill_cached_prompt_tokens=320))
+    assert x.prefill_cached_prompt_tokens == 320
 
 
 def test_an_infinite_slo_is_no_target() -> None:

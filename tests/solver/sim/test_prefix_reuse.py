@@ -182,8 +182,13 @@ def test_the_view_reports_the_hit_on_each_paths_gpu(latency: StepLatency, answer
     first, second = seen.views
     assert (first.cached_prompt_tokens, first.colloc_cached_prompt_tokens) == (0, 0)
     # The GPU that served the first holds its prompt; the other GPU's hit is 0.
-    hits = (second.cached_prompt_tokens, second.colloc_cached_prompt_tokens)
-    assert hits == ((0, 1008) if answer is ANSWER_COLLOCATED else (1008, 0))
+    hits = (
+        second.cached_prompt_tokens,
+        second.colloc_cached_prompt_tokens,
+        second.prefill_cached_prompt_tokens,
+    )
+    assert hits == ((0, 1008, 0) if answer is ANSWER_COLLOCATED else (1008, 0, 1008))
+    assert first.prefill_cached_prompt_tokens == 0
     # One GPU for both paths: its hit is cached_prompt_tokens, the collocation GPU's not reported.
     one = ViewsSeen(answer)
     simulate(latency, same_prompt_twice(1024, 4), one, ONE_PAIR)
@@ -191,6 +196,15 @@ def test_the_view_reports_the_hit_on_each_paths_gpu(latency: StepLatency, answer
         (0, None),
         (1008, None),
     ]
+    # The prefill GPU it would go to holds the prompt when the first was disaggregated.
+    pool_hit = 1008 if answer is ANSWER_DISAGGREGATED else 0
+    assert [v.prefill_cached_prompt_tokens for v in one.views] == [0, pool_hit]
+    # A shared prefill queue: the GPU is not known at arrival, nothing is reported.
+    shared = ViewsSeen(answer)
+    simulate(
+        latency, same_prompt_twice(1024, 4), shared, dataclasses.replace(ONE_PAIR, prefill_queue="shared")
+    )
+    assert [v.prefill_cached_prompt_tokens for v in shared.views] == [None, None]
 
 
 def test_pools_hit_on_the_gpu_of_each_path(latency: StepLatency) -> None:

@@ -186,6 +186,7 @@ def test_view_row_order_matches_route_view() -> None:
         "colloc_feasible_routes",  # recounted above (None without a TTFT target)
         "decode_feasible_routes",
         "colloc_cached_prompt_tokens",  # None here, as cached_prompt_tokens (test_prefix_reuse.py)
+        "prefill_cached_prompt_tokens",  # None here too
     ]
 
 
