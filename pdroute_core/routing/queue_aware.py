@@ -20,7 +20,9 @@ collocation GPU (P' on the decode GPU), R / R' the prompt tokens per second pref
 recently (``prefill_share``: the stretch of a decode step by later prompts' chunks), h the
 prompt tokens in the collocation GPU's prefix cache (``colloc_cached_prompt_tokens``; where it is
 the decode GPU, or not reported, ``cached_prompt_tokens``) and h' in the decode GPU's
-(``cached_prompt_tokens``: only the rest is transferred), the prefill pool's q waiting requests holding Q
+(``cached_prompt_tokens``: only the rest is transferred), h_p in the prefix cache of the prefill
+GPU it would be placed on (``prefill_cached_prompt_tokens``; not reported, 0: that GPU prefills
+the rest in one pass over the cached prefix), the prefill pool's q waiting requests holding Q
 tokens, r running prefills holding Y prompt tokens (``prefill_running_tokens``) and G GPUs.
 
 The engines schedule as vLLM's v1 scheduler: c (``chunk_size``) is a step's token budget,
@@ -57,7 +59,8 @@ Disaggregated (a prefill GPU, then the KV cache over the link)::
       (2 * max(0, t_run - E) / (G + 1) for the first term when E is reported)
     F_d = s(B' + 1, K' + L) + 1.5 * s(B', K') + min(1.5 f(c_B', B'), f(P', B')) [if P' > 0]
           (all but the first term only if B' > 0 or P' > 0)
-    TTFT_d = W + T_P(L) + (L - h') * bytes_per_token / bandwidth + F_d
+    T_own  = T_P(L - h_p) + e * h_p * (L - h_p)   (T_P(L) when h_p = 0)   its own prefill
+    TTFT_d = W + T_own + (L - h') * bytes_per_token / bandwidth + F_d
     P_left = max(0, P' - c_d * TTFT_d / (s' + f'))    s' = s(B' + 1, K' + L + O/2), f' = f(c_d, B' + 1)
     TPOT_d = min((s' + min(1, P_left / D / c_d) * f') / (1 - rho'), s' + f')   D = max(1, O - 1)
     c_d = c_(B' + 1): the chunk beside the request and the B' decodes
@@ -69,11 +72,11 @@ boundary after (one step of its B' decodes, with a chunk when prompts are pendin
 chunks, or all its P' pending tokens when fewer, ``min(1.5 f(c_B', B'), f(P', B'))``), and its
 first decode step, with the request in it, makes the token: ``F_d``. An idle decode GPU starts
 at once. With ``"prefill-engine"`` (a proxy that streams the prefill engine's token first, as
-``pdroute proxy`` does) the client's first token is the prefill's, ``TTFT_d = W + T_P(L)``, and
+``pdroute proxy`` does) the client's first token is the prefill's, ``TTFT_d = W + T_own``, and
 the transfer and ``F_d`` come before its second: the TPOT it sees is
 ``TPOT_d + (transfer + F_d) / (O - 1)``; the decode engine's timeline, and so ``E2E_d``, are
 the same.
-    harm_d = q * T_P(L) / G  +  B' * (O - 1) * (decode_per_seq + decode_per_ctx * (L + O/2))
+    harm_d = q * T_own / G  +  B' * (O - 1) * (decode_per_seq + decode_per_ctx * (L + O/2))
 
 ``T_P`` of the queue's mean prompt stands for the mean of their prefills; with an attention term
 (convex in u) it is at most that mean, by ``prefill_per_token_sq`` times the prompts' variance.
@@ -92,7 +95,7 @@ The request reaches the decode GPU after TTFT_d, by when that GPU has run about
 chunk steps left fall among the request's D decode steps (with later arrivals at rate R',
 ``T = (D s' + f' P_left / c) / (1 - rho')``, capped at ``s' + f'`` a step). The first harm
 term prices the requests that will queue behind this prefill: as many as wait now, each
-``T_P(L) / G`` later.
+``T_own / G`` later.
 
 Harm is priced by how close its victims run to their targets: the running decodes' share by
 ``min(1, TPOT / tpot_slo)`` of the GPU they share, the queued prefills' share by
@@ -110,12 +113,12 @@ where it uses less of the other requests' target budgets (ties collocate)::
 
     D = max(1, O - 1);  slower = decode_per_seq + decode_per_ctx * (L + O/2)
     budget_c = B * (u * f(c_B, B) / (c_B D) + A / D + slower) / tpot_slo
-    budget_d = q * T_P(L) / (G * ttft_slo) + B' * slower / tpot_slo
+    budget_d = q * T_own / (G * ttft_slo) + B' * slower / tpot_slo
 
 Its chunks delay each running decode by ``u f / c + A`` in all, spread over its remaining steps
 (this request's ``D`` standing for theirs, as in ``harm``), and its joining slows their every
 step by ``slower``: a share of their TPOT target. Each prefill that queues behind it on the pool
-starts ``T_P(L) / G`` later: a share of its TTFT target. Its own target is lost either way.
+starts ``T_own / G`` later: a share of its TTFT target. Its own target is lost either way.
 (Comparing the harms in milliseconds instead, the earlier rule, weighed a delay spread thin
 over many decodes' steps against a TTFT delay of whole requests, and under a tight TTFT target
 sent long prompts to the pool until 30 waited; comparing the paths' own lateness instead lost
@@ -142,7 +145,7 @@ victim counts. Under ``goodput``:
   one before it, bit for bit);
 - when neither does, only the victims predicted still on time count: ``budget_c`` when the
   collocation GPU's steps are within the TPOT target, the pool's share when the pool's wait and
-  the decode engine's first steps (``TTFT_d - T_P(L) - transfer``) are within the TTFT target,
+  the decode engine's first steps (``TTFT_d - T_own - transfer``) are within the TTFT target,
   the decode GPU's share when its steps are. A GPU's steps are on time when ``s`` (with the
   pending chunks of its own prompts, ``TpotTerms.pending``) is, later prompts' share ``rho``
   aside: a GPU late only because prompts keep being chunked on it is not lost, it recovers as
@@ -256,7 +259,7 @@ class Disaggregated(NamedTuple, Generic[V]):
 
     raw_wait: V  # the wait for a prefill GPU before the calibration's factor
     wait: V
-    prefill: V  # T_P(L)
+    prefill: V  # T_own: T_P(L), or the rest over the prefill GPU's cached prefix
     transfer: V
     remote: V  # prefill + transfer
     first_steps: V  # the decode engine's steps to the first token: boundaries and its first step
