@@ -10,7 +10,8 @@ simulator's own (recorded, not an input). ``cached_prompt_tokens`` is the decode
 prefix-cache hit (``solver.sim.prefix_reuse``; 0 without caches), passed as it is: the model
 transfers ``L - h`` disaggregated, and prefills ``L - h`` collocated where the collocation GPU is
 the decode target; in ``pools`` the mixed GPU's own hit, ``colloc_cached_prompt_tokens``, sets
-what it prefills.
+what it prefills. ``prefill_cached_prompt_tokens``, the hit on the prefill GPU the request would
+be placed on (None where that is not known at arrival), sets what the pool prefills.
 
 The prefill rates are each GPU's prompt tokens in the steps started over the last
 ``PREFILL_RATE_WINDOW_MS`` (``BatchingGpu.prefill_tokens_per_s``): the past only.

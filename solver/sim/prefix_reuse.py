@@ -12,7 +12,10 @@ The rules (``solver.sim.events`` applies them; ``h`` is a hit in tokens, whole b
 - Routing: the gateway looks up the request on the decode target (the GPU that would decode
   it); that hit is the view's ``cached_prompt_tokens``, what a KV-aware gateway knows. Where the
   collocation GPU is another GPU (``pools``: a mixed GPU), it looks the request up there too:
-  ``colloc_cached_prompt_tokens``.
+  ``colloc_cached_prompt_tokens``. And on the prefill GPU it would be placed on, where the
+  prefill queue places prompts at arrival (``round-robin``, ``least-loaded``; not ``shared``):
+  ``prefill_cached_prompt_tokens`` (a match that touches nothing; the pass looks it up again
+  when it starts).
 - Collocated: the request prefills ``L - h`` tokens on its collocation GPU, ``h`` its hit there
   (the decode target's hit in the conditional topology, where the two are one GPU), looked up
   at routing; the chunked prefill starts at token ``h`` and attends over the cached prefix.
