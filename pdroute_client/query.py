@@ -18,7 +18,7 @@ from pdroute_core.bounds import MAX_REQUEST_ID_LEN
 from pdroute_core.output_defaults import OutputLenDefaults
 from pdroute_core.output_learning import OutputLenSnapshot
 from pdroute_core.request_defaults import RouteDefaults, route_inputs
-from pdroute_core.route_fields import ROUTE_CHOICES, ROUTE_FIELDS
+from pdroute_core.route_fields import PREFIX_HIT_INPUTS, ROUTE_CHOICES, ROUTE_FIELDS
 from pdroute_core.routing import RouteInputs
 
 
@@ -124,7 +124,7 @@ def check(query: RouteQuery) -> None:
         value = getattr(query, choice.name)
         if value is not None and (problem := choice.problem(value)) is not None:
             raise InvalidArgument(choice.name, problem)
-    for name in ("cached_prompt_tokens", "colloc_cached_prompt_tokens", "prefill_cached_prompt_tokens"):
+    for name in PREFIX_HIT_INPUTS:
         cached = getattr(query, name)
         if cached is not None and cached > query.prompt_len:
             raise InvalidArgument(name, f"must be <= prompt_len ({query.prompt_len}), got {cached}")

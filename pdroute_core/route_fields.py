@@ -288,3 +288,5 @@ UNLISTED_INPUTS = tuple(n for n in COLUMN_INPUTS if not FIELDS[n].is_assumed)
 # The engine load a scrape can report: queue, pool and context fields (listed), rates (unlisted).
 OPTIONAL_LOAD_INPUTS = tuple(n for n in OPTIONAL_INPUTS if FIELDS[n].is_load)
 OPTIONAL_RATE_INPUTS = tuple(n for n in UNLISTED_INPUTS if FIELDS[n].is_load)
+# Prefix-cache hits, each at most the prompt (a check across fields, the schema's and the client's).
+PREFIX_HIT_INPUTS = ("cached_prompt_tokens", "colloc_cached_prompt_tokens", "prefill_cached_prompt_tokens")

@@ -20,7 +20,7 @@ from app.http.route_codec import breakdown_terms
 
 # The fields' bounds and docs live in the model core so that the gateway client enforces the same ones.
 from pdroute_core.bounds import DEFAULT_CHUNK_SIZE, MAX_BATCH_ITEMS, MAX_REQUEST_ID_LEN
-from pdroute_core.route_fields import CHOICES, FIELDS
+from pdroute_core.route_fields import CHOICES, FIELDS, PREFIX_HIT_INPUTS
 from pdroute_core.routing import QueueAwareBreakdown, RouteBreakdown
 from pdroute_core.routing.queue_aware import FIRST_TOKEN_DECODE, FirstToken
 
@@ -120,7 +120,7 @@ class RouteRequest(StrictModel):
         """The request names an engine target: its missing load fields come from engine metrics."""
         return not (self.decode_target is None and self.colloc_target is None and self.prefill_target is None)
 
-    @field_validator("cached_prompt_tokens", "colloc_cached_prompt_tokens", "prefill_cached_prompt_tokens")
+    @field_validator(*PREFIX_HIT_INPUTS)
     @classmethod
     def _cached_within_prompt(cls, value: int | None, info: ValidationInfo) -> int | None:
         prompt_len = info.data.get("prompt_len")

@@ -57,15 +57,12 @@ class PrefillPool:
         tokens = self.prompt[rid]
         self.num_queued += 1
         self.queued_tokens += tokens
-        if self.is_shared:
+        worker = self.next_worker()
+        if worker is None:
             self.queues[0].append(rid)
             return None
         if self.discipline == "round-robin":
-            worker = self.next_rr
             self.next_rr = (worker + 1) % len(self.is_busy)
-        else:
-            loads = self.load_tokens
-            worker = min(range(len(loads)), key=loads.__getitem__)
         self.load_tokens[worker] += tokens
         self.queues[worker].append(rid)
         return worker
