@@ -54,6 +54,8 @@ class RouteQuery:
     decode_feasible_routes: int | None = None  # the same for the decode GPU
     colloc_cached_prompt_tokens: int | None = None  # prompt tokens in the collocation GPU's prefix cache
     prefill_cached_prompt_tokens: int | None = None  # prompt tokens in the prefill GPU's prefix cache
+    pending_prefill_prefix_tokens: float | None = None  # mean prefix under the pending prompt tokens there
+    pending_prefill_requests: int | None = None  # prompts pending prefill on the collocation GPU
     objective: str | None = None  # latency or goodput; the service's setting when None
     request_id: str | None = None
 

@@ -13,7 +13,8 @@ each with this prompt's context, ``system_load * prompt_len``), or ``None`` wher
 reads "not reported" as such (``prefill_running_tokens``, ``prefill_running_elapsed_ms``,
 ``colloc_tpot_slack_ms``, ``colloc_feasible_routes``, ``decode_feasible_routes``: the answer is
 then the one before that input existed, bit for bit; ``colloc_cached_prompt_tokens`` defaults to
-``cached_prompt_tokens``, and ``prefill_cached_prompt_tokens`` to 0, with the same effect).
+``cached_prompt_tokens``, and ``prefill_cached_prompt_tokens``, ``pending_prefill_prefix_tokens``
+and ``pending_prefill_requests`` to 0, with the same effect).
 ``pdroute_core.routing.resolve`` applies the defaults once for one request and once for
 columns; ``pdroute_core.request_defaults`` applies the service's own defaults (the output
 length by prompt, the SLO targets of its settings) before that.
@@ -243,6 +244,25 @@ ROUTE_FIELDS: tuple[RouteField, ...] = (
         "to (at most prompt_len; a gateway that places each prompt on a prefill engine knows "
         "it): the disaggregated path prefills only the rest there. If omitted, 0: the whole "
         "prompt (not listed in assumed)",
+        default=0.0,
+    ),
+    _f(
+        "pending_prefill_prefix_tokens", "float", 0, MAX_PROMPT_LEN,
+        "the mean prefix the prompt tokens pending prefill on the collocation GPU attend over "
+        "(tokens): a prompt there with r tokens left after its first d (prefilled or cached) "
+        "has them at d + r / 2 on average, weighted by r (a gateway that tracks the prompts it "
+        "sent each engine knows it); the queue-aware model adds what their chunks spend "
+        "attending over their prompts to the collocated TTFT. If omitted, that is not modelled "
+        "(not listed in assumed)",
+        default=0.0,
+    ),
+    _f(
+        "pending_prefill_requests", "int", 0, MAX_LOAD,
+        "prompts pending prefill on the collocation GPU (requests the gateway sent there to "
+        "prefill whose first token has not come); under goodput, when no path meets the "
+        "targets, those still within the TTFT target stand for the prompts that will queue "
+        "behind this one there, as the pool's queue does on the pool. If omitted, none are "
+        "counted (not listed in assumed)",
         default=0.0,
     ),
 )  # fmt: skip

@@ -35,6 +35,7 @@ from app.engines.request_fill import CAPS, SnapshotSource
 from app.learners.calibration import CalibrationState
 from app.learners.output_length import OutputLearningState
 from app.params_store import ParamsStore
+from pdroute_core.route_fields import FIELDS
 from pdroute_core.routing import COLLOCATED, DISAGGREGATED, Decision, RouteInputs
 from pdroute_proxy.ledger import Ledger
 from pdroute_proxy.settings import ProxySettings
@@ -143,6 +144,8 @@ class Decider:
             "decode_prefill_tokens_per_s": rate,
             "pending_prefill_tokens": load.pending_prefill_tokens,
             "decode_pending_prefill_tokens": load.pending_prefill_tokens,
+            "pending_prefill_prefix_tokens": load.pending_prefix_tokens(),
+            "pending_prefill_requests": load.pending_prefill_requests,
             "prefill_queue_requests": pool.queue_requests,
             "prefill_queue_tokens": pool.queue_tokens,
             "prefill_running_requests": pool.running_requests,
@@ -163,7 +166,7 @@ class Decider:
             values[name] = value
             sources[name] = PROXY
         fields: dict[str, Any] = {
-            k: v if v is None or k.endswith(("_per_s", "_ms")) else int(v) for k, v in values.items()
+            k: v if v is None or FIELDS[k].kind == "float" else int(v) for k, v in values.items()
         }
         fields["system_load"] = fields.get("system_load") or 0
         fields["decode_batch_size"] = fields.get("decode_batch_size") or 0

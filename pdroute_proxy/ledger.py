@@ -54,6 +54,8 @@ class EngineLoad:
     in_flight: int = 0
     decoding: int = 0
     pending_prefill_tokens: int = 0
+    pending_prefill_sq: int = 0  # the sum of the squares of those prompts' tokens
+    pending_prefill_requests: int = 0  # the requests those tokens are, their first token not back
     prefills: OrderedDict[int, int] = field(default_factory=OrderedDict)  # key -> prompt tokens
     running_since: float = math.nan  # monotonic s: when the oldest of ``prefills`` became the oldest
     down_until: float = -math.inf  # monotonic s
@@ -63,6 +65,13 @@ class EngineLoad:
     incoming: dict[int, int] = field(default_factory=dict)  # prefilling elsewhere for here: key -> output
     gaps: deque[float] = field(default_factory=lambda: deque(maxlen=PACE_GAPS))  # s per token, newest last
     routes: deque[Route] = field(default_factory=deque)  # requests sent here lately, oldest first
+
+    def pending_prefix_tokens(self) -> float:
+        """The mean prefix under the prompt tokens pending prefill here (``pending_prefill_prefix_tokens``):
+        each prompt is pending whole until its first token, its L tokens at L / 2 on average,
+        weighted by L. 0.0 with nothing pending."""
+        pending = self.pending_prefill_tokens
+        return self.pending_prefill_sq / (2.0 * pending) if pending > 0 else 0.0
 
     def count_prefilled(self, now: float, tokens: int) -> None:
         """``tokens`` prompt tokens were prefilled here at ``now`` (monotonic s)."""
@@ -120,6 +129,8 @@ class Ticket:
         self.num_tokens = num_tokens  # the request's tokens so far
         load.in_flight += 1
         load.pending_prefill_tokens += prompt_tokens
+        load.pending_prefill_sq += prompt_tokens * prompt_tokens
+        load.pending_prefill_requests += 1
         load.tickets[id(self)] = self
 
     def first_token(self, now: float) -> None:
@@ -127,6 +138,8 @@ class Ticket:
         if not self.is_decoding and not self.is_closed:
             self.is_decoding = True
             self.load.pending_prefill_tokens -= self.prompt_tokens
+            self.load.pending_prefill_sq -= self.prompt_tokens * self.prompt_tokens
+            self.load.pending_prefill_requests -= 1
             self.load.decoding += 1
             self.load.count_prefilled(now, self.prompt_tokens)
 
@@ -148,6 +161,8 @@ class Ticket:
             self.load.decoding -= 1
         else:
             self.load.pending_prefill_tokens -= self.prompt_tokens
+            self.load.pending_prefill_sq -= self.prompt_tokens * self.prompt_tokens
+            self.load.pending_prefill_requests -= 1
 
 
 class PrefillTicket:

@@ -110,6 +110,8 @@ route_inputs_st = st.builds(
     decode_feasible_routes=st.one_of(st.none(), st.integers(0, 3)),
     colloc_cached_prompt_tokens=st.one_of(st.none(), st.integers(0, 100_000)),
     prefill_cached_prompt_tokens=st.one_of(st.none(), st.integers(0, 100_000)),
+    pending_prefill_prefix_tokens=st.one_of(st.none(), st.floats(0, 100_000)),
+    pending_prefill_requests=st.one_of(st.none(), st.integers(0, 40)),
 )
 
 
@@ -141,6 +143,8 @@ def random_route_inputs(n: int, seed: int, missing: float = 0.2) -> list[RouteIn
         "decode_feasible_routes": maybe(0, 3),
         "colloc_cached_prompt_tokens": maybe(0, 512),
         "prefill_cached_prompt_tokens": maybe(0, 512),
+        "pending_prefill_prefix_tokens": [None if v is None else v / 3.0 for v in maybe(0, 20_000)],
+        "pending_prefill_requests": maybe(0, 12),
     }
     return [
         RouteInputs(

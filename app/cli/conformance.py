@@ -184,6 +184,27 @@ HAND_PICKED: tuple[dict[str, Any], ...] = (
         "prefill_pool_gpus": 2,
         "prefill_cached_prompt_tokens": 8000,
     },
+    # Long prompts pending on the collocation GPU: their chunks' attention over their own prompts.
+    {"prompt_len": 8192, "system_load": 8, "pending_prefill_tokens": 40_000},
+    {
+        "prompt_len": 8192,
+        "system_load": 8,
+        "pending_prefill_tokens": 40_000,
+        "pending_prefill_prefix_tokens": 12_000.5,
+    },
+    # No path in time, four prompts pending on the collocation GPU: under goodput they stand for
+    # the prompts that would queue behind this one there.
+    {
+        "prompt_len": 4096,
+        "system_load": 2,
+        "decode_batch_size": 2,
+        "pending_prefill_tokens": 6000,
+        "pending_prefill_requests": 4,
+        "prefill_queue_requests": 4,
+        "prefill_pool_gpus": 2,
+        "ttft_slo_ms": 300.0,
+        "tpot_slo_ms": 50.0,
+    },
     {"prompt_len": 2048, "system_load": 16, "ttft_slo_ms": 1e6, "tpot_slo_ms": 1e6},
     {"prompt_len": 2048, "system_load": 16, "tpot_slo_ms": 0.001},
     {"prompt_len": 16_777_216, "system_load": 1_000_000, "predicted_output_len": 16_777_216},

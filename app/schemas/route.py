@@ -79,6 +79,10 @@ class RouteRequest(StrictModel):
     decode_feasible_routes: Annotated[int | None, route_field("decode_feasible_routes")] = None
     colloc_cached_prompt_tokens: Annotated[int | None, route_field("colloc_cached_prompt_tokens")] = None
     prefill_cached_prompt_tokens: Annotated[int | None, route_field("prefill_cached_prompt_tokens")] = None
+    pending_prefill_prefix_tokens: Annotated[float | None, route_field("pending_prefill_prefix_tokens")] = (
+        None
+    )
+    pending_prefill_requests: Annotated[int | None, route_field("pending_prefill_requests")] = None
     objective: Annotated[Literal["latency", "goodput"] | None, route_choice("objective")] = None
 
     decode_target: Annotated[

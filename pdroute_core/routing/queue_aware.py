@@ -32,9 +32,10 @@ prefill chunk, so beside B decodes a step carries ``c_B = max(1, c - B)`` prompt
 Collocated (the prompt is prefilled in chunks between the running decodes, after P)::
 
     u = L - h;  c_B = max(1, c - B);  n = ceil((P + u) / c_B);  rest = P + u - (n - 1) * c_B
-    TTFT_c = n * s(B, K) + (n - 1) * f(c_B, B) + f(rest, B) + A   if B > 0   (each chunk costs a whole step)
-           = (n - 1) * T_P(c) + T_P(rest) + A                      if B = 0   (one pass per chunk)
+    TTFT_c = n * s(B, K) + (n - 1) * f(c_B, B) + f(rest, B) + A + A_P   if B > 0   (a chunk costs a step)
+           = (n - 1) * T_P(c) + T_P(rest) + A + A_P                     if B = 0   (a pass per chunk)
     A      = e * sum_k s_k * p_k = e * (h * u + (u^2 - sum_k s_k^2) / 2)     (exact)
+    A_P    = e * P * max(0, X - c_B / 2)                X: pending_prefill_prefix_tokens (0: A_P = 0)
     TPOT_c = min(s / (1 - rho), s + f)                 s = s(B + 1, K + L + O/2), f = f(c_(B+1), B + 1)
     rho    = max(0, min(R * f / c_(B+1) / 1000, f / (s + f)))   R: recent prefill rate (tokens/s)
     harm_c = B * u * f(c_B, B) / c_B  +  B * A  +  B * (O - 1) * (decode_per_seq + decode_per_ctx * (L + O/2))
@@ -42,8 +43,10 @@ Collocated (the prompt is prefilled in chunks between the running decodes, after
 ``A`` is what this prompt's chunks add by attending over the prompt before them: its u tokens
 enter the stream of c_B-token steps after the P pending ones, in pieces s_k (the first fills what
 its step has left, then whole steps, then the rest), piece k over p_k = h + the pieces before it.
-The pending prompts' own chunks attend over their prompts too, but their lengths are not
-reported: their prefix term is not modelled (nor that of the later prompts in ``rho``).
+The pending prompts' own chunks attend over their prompts too: ``A_P``, from the mean prefix X
+under their P tokens where the gateway reports it (a prompt with r tokens left after its first d
+attends over about ``r (d + r / 2 - c_B / 2)`` pairs in c_B-token chunks; not reported, A_P is
+not modelled). The later prompts' in ``rho`` is not modelled.
 
 The P tokens pending here are queued ahead of this prompt (FCFS chunked prefill): they are all
 prefilled before its first token, so none of its decode steps carries their chunks (later
@@ -244,7 +247,7 @@ class Collocated(NamedTuple, Generic[V]):
     chunk_tokens: V  # c_B = max(1, c - B): the prefill tokens a step carries beside B decodes
     chunk: V  # f(c_B, B): a full chunk's addition to a step of the running decodes
     steps_ms: V  # in_flight + n * s(B, K) with decodes running, else 0
-    chunks_ms: V  # (n - 1) * f(c_B, B) + f(rest, B) + the prefix term with decodes running, else 0
+    chunks_ms: V  # (n - 1) * f(c_B, B) + f(rest, B) + the prefix terms with decodes running, else 0
     ttft: V
     backlog: V  # the share spent on the prompts pending ahead
     own: V  # the share spent on this prompt
@@ -252,6 +255,7 @@ class Collocated(NamedTuple, Generic[V]):
     tpot: TpotTerms[V]
     e2e: V
     prefix_ms: V  # what this prompt's chunks add by attending over the prompt before them
+    ahead_ms: V  # what the pending prompts' chunks add by attending over theirs (0: not reported)
 
 
 class Disaggregated(NamedTuple, Generic[V]):
@@ -394,24 +398,38 @@ class QueueAwareModel:
         chunk = fm.chunk_ms(cb, B)
         # Its chunks attend over the prompt before them (the cached tokens, its earlier chunks).
         prefix = fm.prefix_ms(P, u, cb, L - u)
+        # The pending prompts' chunks attend over their own prompts (0.0: not reported).
+        ahead = fm.pending_prefix_ms(P, v.pending_prefill_prefix_tokens, cb)
         if B > 0.0:
             step = fm.step_ms(B, v.colloc_context_tokens)
             in_flight = 0.5 * step
             steps_ms = in_flight + n * step
             last = fm.chunk_ms(rest, B)
-            chunks_ms = (n - 1.0) * chunk + last + prefix
+            chunks_ms = (n - 1.0) * chunk + last + prefix + ahead
             base = steps_ms + (n - 1.0) * chunk + last  # (each chunk costs a whole step)
         else:
             in_flight = steps_ms = chunks_ms = 0.0
             base = (n - 1.0) * fm.prefill_ms(cb) + fm.prefill_ms(rest)  # one pass per chunk
-        ttft = base + prefix
-        backlog = in_flight + (base - in_flight) * (P / total)
+        ttft = base + prefix + ahead
+        backlog = in_flight + (base - in_flight) * (P / total) + ahead
         # The prompts pending here are prefilled before this one (FCFS chunks): none of its decode steps.
         context = v.colloc_context_tokens + L + 0.5 * out
         tpot = fm.tpot(B + 1.0, context, 0.0, max(1.0, c - B - 1.0), v.colloc_prefill_tokens_per_s)
         e2e = ttft + (out - 1.0) * tpot.tpot
         return Collocated(
-            u, cb, chunk, steps_ms, chunks_ms, ttft, backlog, ttft - backlog, float(n), tpot, e2e, prefix
+            u,
+            cb,
+            chunk,
+            steps_ms,
+            chunks_ms,
+            ttft,
+            backlog,
+            ttft - backlog,
+            float(n),
+            tpot,
+            e2e,
+            prefix,
+            ahead,
         )
 
     def collocated_many(self, v: Resolved[FloatArray]) -> Collocated[FloatArray]:
@@ -431,22 +449,23 @@ class QueueAwareModel:
         rest = total - (n - 1.0) * cb
         chunk = fm.chunk_ms(cb, B)
         prefix = fm.prefix_ms_many(P, u, cb, L - u)
+        ahead = fm.pending_prefix_ms_many(P, v.pending_prefill_prefix_tokens, cb)
         busy = B > 0.0
         step = fm.step_ms(B, v.colloc_context_tokens)
         in_flight = np.where(busy, 0.5 * step, 0.0)
         steps_ms = np.where(busy, in_flight + n * step, 0.0)
         last = fm.chunk_ms(rest, B)
-        chunks_ms = np.where(busy, (n - 1.0) * chunk + last + prefix, 0.0)
+        chunks_ms = np.where(busy, (n - 1.0) * chunk + last + prefix + ahead, 0.0)
         idle = (n - 1.0) * fm.prefill_ms_many(cb) + fm.prefill_ms_many(rest)
         base = np.where(busy, steps_ms + (n - 1.0) * chunk + last, idle)
-        ttft = base + prefix
-        backlog = in_flight + (base - in_flight) * (P / total)
+        ttft = base + prefix + ahead
+        backlog = in_flight + (base - in_flight) * (P / total) + ahead
         context = v.colloc_context_tokens + L + 0.5 * out
         c_next = np.maximum(1.0, c - B - 1.0)
         tpot = fm.tpot_many(B + 1.0, context, np.zeros_like(L), c_next, v.colloc_prefill_tokens_per_s)
         e2e = ttft + (out - 1.0) * tpot.tpot
         return Collocated(
-            u, cb, chunk, steps_ms, chunks_ms, ttft, backlog, ttft - backlog, n, tpot, e2e, prefix
+            u, cb, chunk, steps_ms, chunks_ms, ttft, backlog, ttft - backlog, n, tpot, e2e, prefix, ahead
         )
 
     def disaggregated(self, v: Resolved[float]) -> Disaggregated[float]:
@@ -590,7 +609,7 @@ class QueueAwareModel:
             and self.is_goodput
             and (
                 (tpot_c + chunks) / tpot_slo > self.feasible
-                or (chunks * D + col.chunk * v.pending_prefill_tokens / col.chunk_tokens)
+                or (chunks * D + col.chunk * v.pending_prefill_tokens / col.chunk_tokens + col.ahead_ms)
                 > v.colloc_tpot_slack_ms
             )
         ):
@@ -643,6 +662,13 @@ class QueueAwareModel:
                 budget_d = pool_on_time * (q * dis.prefill / (G * ttft_slo)) + obj.on_time(
                     dis.tpot.step + dis.tpot.pending, tpot_slo
                 ) * obj.serves(v.decode_feasible_routes) * (Bd * slower / tpot_slo)
+                # The prompts pending here, while on time, stand for those that will queue behind
+                # this one, as the pool's queue does there (0 when not reported).
+                budget_c += (
+                    obj.on_time(col.backlog, ttft_slo)
+                    * obj.serves(v.colloc_feasible_routes)
+                    * (v.pending_prefill_requests * col.own / ttft_slo)
+                )
             is_disagg, reason, meets = budget_d < budget_c, REASON_SLO_NONE, False
             if self.is_goodput and budget_d == budget_c and pool_on_time == 0.0:
                 # Neither with victims in time, the pool late: where it is later, the resource
@@ -705,8 +731,13 @@ class QueueAwareModel:
             budget_d = pool_on_time * (q * dis.prefill / (G * ttft_slo)) + obj.on_time_many(
                 dis.tpot.step + dis.tpot.pending, tpot_slo
             ) * obj.serves_many(v.decode_feasible_routes) * (Bd * slower / tpot_slo)
+            budget_c = budget_c + (
+                obj.on_time_many(col.backlog, ttft_slo)
+                * obj.serves_many(v.colloc_feasible_routes)
+                * (v.pending_prefill_requests * col.own / ttft_slo)
+            )
             sink = (budget_d == budget_c) & (pool_on_time == 0.0)  # decide's tie rule
-            ahead = col.chunk * v.pending_prefill_tokens / col.chunk_tokens
+            ahead = col.chunk * v.pending_prefill_tokens / col.chunk_tokens + col.ahead_ms
             spares = ((tpot_c + chunks) / tpot_slo > self.feasible) | (
                 chunks * D + ahead > v.colloc_tpot_slack_ms
             )

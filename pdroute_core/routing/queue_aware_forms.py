@@ -93,6 +93,22 @@ class QueueAwareForms:
         result: FloatArray = self.chunk_ms_per_token_prefix * pairs
         return result
 
+    def pending_prefix_ms(self, pending: float, mean_prefix: float, chunk: float) -> float:
+        """What the chunks of ``pending`` prompt tokens queued ahead add by attending over their
+        own prompts (ms), ``mean_prefix`` the mean prefix under them: a prompt with r tokens left
+        after its first d, cut into ``chunk``-token pieces, attends over ``r d + (r^2 - sum s_k^2)
+        / 2`` pairs, about ``r (d + r / 2 - chunk / 2)``; summed, ``pending * (mean_prefix - chunk
+        / 2)``, at least 0. Exactly 0.0 when ``mean_prefix`` is 0 (not reported)."""
+        return self.chunk_ms_per_token_prefix * (pending * max(0.0, mean_prefix - 0.5 * chunk))
+
+    def pending_prefix_ms_many(
+        self, pending: FloatArray, mean_prefix: FloatArray, chunk: FloatArray
+    ) -> FloatArray:
+        """``pending_prefix_ms`` of each element."""
+        pairs = pending * np.maximum(0.0, mean_prefix - 0.5 * chunk)
+        result: FloatArray = self.chunk_ms_per_token_prefix * pairs
+        return result
+
     def step_ms(self, batch: V, context_tokens: V) -> V:
         """``s(B, K)``: one decode step of ``batch`` sequences holding ``context_tokens`` (ms)."""
         step: V = (

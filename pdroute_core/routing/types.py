@@ -87,6 +87,8 @@ class RouteInputs:
     decode_feasible_routes: int | None = None  # the same for the decode GPU
     colloc_cached_prompt_tokens: int | None = None  # prompt tokens in the collocation GPU's prefix cache
     prefill_cached_prompt_tokens: int | None = None  # prompt tokens in the prefill GPU's prefix cache
+    pending_prefill_prefix_tokens: float | None = None  # mean prefix under the pending prompt tokens there
+    pending_prefill_requests: int | None = None  # prompts pending prefill on the collocation GPU
 
     def missing(self) -> tuple[str, ...]:
         """The optional inputs this request did not report, in ``OPTIONAL_INPUTS`` order (the

@@ -204,6 +204,31 @@ class BatchingGpu:
             self.prefill_log_tokens -= log.popleft()[1]
         return self.prefill_log_tokens * 1000.0 / window_ms
 
+    def pending_prefix_tokens(self) -> float:
+        """The mean prefix (tokens) that the prompt tokens pending prefill here attend over: each
+        queued prompt's r tokens left after its first d (computed, or cached and taken when it is
+        scheduled) sit at d + r / 2 on average, and a prompt waiting for a batch slot has all of
+        its tokens left; weighted by r. 0.0 with nothing pending."""
+        pairs = 0.0
+        tokens = 0
+        hits = self.hits
+        for rid, done, length in self.prefill_queue:
+            if not done and hits:
+                done = hits.get(rid, 0)
+            left = length - done
+            pairs += left * (done + 0.5 * left)
+            tokens += left
+        for rid, needs_prefill in self.waiting:
+            if needs_prefill:
+                left = self.prompt[rid]
+                pairs += left * (0.5 * left)
+                tokens += left
+        return pairs / tokens if tokens else 0.0
+
+    def pending_prefill_requests(self) -> int:
+        """Prompts pending prefill here: the chunked-prefill queue and those waiting for a slot."""
+        return len(self.prefill_queue) + sum(1 for _, needs_prefill in self.waiting if needs_prefill)
+
     def add_prefill(self, rid: int, cached_tokens: int = 0) -> None:
         """Queue request ``rid``'s prompt for chunked prefill here, from token ``cached_tokens``
         (the prefix found in this GPU's prefix cache: its chunks attend over it, never compute it).

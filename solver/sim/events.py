@@ -319,12 +319,15 @@ class RunState:
             worker = self.pool.next_worker()
             if worker is not None:
                 prefill_cached = reuse.prefill_match(worker, rid)
-        load = colloc_kv = pending = waiting = 0
-        rate = target_rate = 0.0
+        load = colloc_kv = pending = waiting = pending_prompts = 0
+        rate = target_rate = pending_prefix = 0.0
         if colloc is not None:
             load = colloc.num_decoding
             colloc_kv = colloc.context_tokens(t)
             pending = colloc.pending_prefill_tokens
+            if pending:
+                pending_prefix = colloc.pending_prefix_tokens()
+                pending_prompts = colloc.pending_prefill_requests()
             waiting = len(colloc.waiting)
             rate = colloc.prefill_tokens_per_s(t, PREFILL_RATE_WINDOW_MS)
         if target is colloc:
@@ -364,6 +367,8 @@ class RunState:
             None if target is None else self._feasible_routes(target, t),
             colloc_cached,
             prefill_cached,
+            pending_prefix,
+            pending_prompts,
         )
         self.views.append(view)
         if self.ask_policy:

@@ -118,6 +118,12 @@ class RouteView(NamedTuple):
     # Prompt tokens held in the prefix cache of the prefill GPU a disaggregated request would be
     # placed on (per-worker queues: known at arrival; None with a shared queue or no caches).
     prefill_cached_prompt_tokens: int | None = None
+    # The mean prefix (tokens) the prompt tokens pending prefill on the collocation GPU attend
+    # over: each prompt's r tokens left after its first d at d + r / 2, weighted by r (0.0: none).
+    pending_prefill_prefix_tokens: float = 0.0
+    # Prompts pending prefill on the collocation GPU (its chunked-prefill queue and the prompts
+    # waiting for a batch slot there).
+    pending_prefill_requests: int = 0
 
 
 @dataclass(frozen=True, slots=True)

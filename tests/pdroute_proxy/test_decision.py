@@ -74,6 +74,27 @@ def test_inputs_come_from_the_scrape_and_the_proxys_own_accounting(
     assert choice.decided_by == "queue-aware" and choice.predicted_ttft_ms is not None
 
 
+def test_the_pending_prompts_and_their_mean_prefix_count_each_prompt_whole_until_its_first_token(
+    tmp_path: Path, queue_aware_params_file: Path
+) -> None:
+    d = decider(tmp_path, queue_aware_params_file, readings={})
+    assert d.inputs(10, 5, "d0", ())[0].pending_prefill_prefix_tokens == 0.0
+    short, long = d.ledger.decode_ticket("d0", 1000), d.ledger.decode_ticket("d0", 3000)
+    inputs, sources = d.inputs(10, 5, "d0", ())
+    # 1,000 tokens at 500 on average and 3,000 at 1,500: (1,000^2 + 3,000^2) / (2 * 4,000).
+    assert (inputs.pending_prefill_prefix_tokens, inputs.pending_prefill_requests) == (1250.0, 2)
+    assert sources["pending_prefill_prefix_tokens"] == sources["pending_prefill_requests"] == "proxy"
+    long.first_token(9.9)
+    inputs = d.inputs(10, 5, "d0", ())[0]
+    assert (inputs.pending_prefill_prefix_tokens, inputs.pending_prefill_requests) == (500.0, 1)
+    short.close()  # cancelled before its first token
+    inputs = d.inputs(10, 5, "d0", ())[0]
+    assert (inputs.pending_prefill_prefix_tokens, inputs.pending_prefill_requests) == (0.0, 0)
+    long.close()
+    load = d.ledger.load("d0")
+    assert (load.pending_prefill_sq, load.pending_prefill_requests) == (0, 0)
+
+
 def test_without_a_fresh_scrape_the_decodes_are_the_proxys_count(
     tmp_path: Path, queue_aware_params_file: Path
 ) -> None:

@@ -66,7 +66,7 @@ def test_goodput_decides_as_latency_wherever_a_path_meets_the_targets(rows: list
             slo = x.tpot_slo_ms
             D = max(1.0, x.predicted_output_len - 1.0)
             col = qa_model(chunk_ms_per_token_sq=1e-5, chunk_ms_per_token_seq=2e-5).collocated(resolve(x))
-            ahead = col.chunk * (x.pending_prefill_tokens or 0) / col.chunk_tokens
+            ahead = col.chunk * (x.pending_prefill_tokens or 0) / col.chunk_tokens + col.ahead_ms
             slack = x.colloc_tpot_slack_ms
             past_slack = slack is not None and _spread(x) * D + ahead > slack
             assert past_slack or (slo is not None and (b.tpot_collocated_ms + _spread(x)) / slo > 0.9)
@@ -143,6 +143,34 @@ def test_goodput_counts_the_decodes_of_a_gpu_late_only_through_the_prompts_chunk
     # The collocation's chunks use more of their budgets than the slower shared step alone.
     assert b.decision == "disaggregated"
     assert b.decision == qa_model().decide(STRETCHED).decision  # as latency, which counts every victim
+
+
+# No path in time: the pool's one queued prompt is on time (its wait 252 ms of 300), and 6,000
+# prompt tokens are pending on the collocation GPU, on time too (their share 125 ms).
+PENDING = RouteInputs(
+    8000, 20, 2, 2, 512,
+    prefill_queue_requests=1, prefill_pool_gpus=1, ttft_slo_ms=300.0, tpot_slo_ms=50.0,
+    pending_prefill_tokens=6000,
+)  # fmt: skip
+
+
+def test_goodput_counts_the_prompts_pending_on_the_gpu_as_it_counts_the_pools_queue() -> None:
+    goodput = goodput_of(qa_model())
+    unknown = goodput.decide(PENDING)
+    known = goodput.decide(dataclasses.replace(PENDING, pending_prefill_requests=3))
+    assert not unknown.meets_slo and not known.meets_slo
+    assert unknown.prefill_wait_ms < 300.0 and unknown.local_backlog_ms < 300.0  # both queues on time
+    # The pool's one queued prompt stands for those that would queue behind this one there; the
+    # GPU's three pending prompts now stand for as many behind it here, and outweigh it.
+    assert (unknown.decision, known.decision) == ("collocated", "disaggregated")
+    # Zero pending prompts, or a GPU whose pending prompts are late already: as not reported.
+    assert goodput.decide(dataclasses.replace(PENDING, pending_prefill_requests=0)) == unknown
+    late = dataclasses.replace(PENDING, pending_prefill_tokens=60_000)
+    assert goodput.decide(late).local_backlog_ms > 300.0
+    assert goodput.decide(dataclasses.replace(late, pending_prefill_requests=30)) == goodput.decide(late)
+    # Latency counts every victim as before: the input changes nothing there.
+    latency = qa_model()
+    assert latency.decide(dataclasses.replace(PENDING, pending_prefill_requests=3)) == latency.decide(PENDING)
 
 
 def test_goodput_takes_a_gpu_that_serves_nobody_in_time_for_the_late_requests() -> None:

@@ -171,6 +171,27 @@ def test_the_collocation_gpus_own_hit_prices_the_collocated_path_alone() -> None
     assert same == there
 
 
+def test_the_pending_prompts_attention_is_added_to_the_collocated_path_alone() -> None:
+    model = qa_model(chunk_ms_per_token_prefix=8e-7)
+    base = RouteInputs(1000, 10, 4, 4, 256, pending_prefill_tokens=20_000)
+    unknown = model.decide(base)
+    known = model.decide(dataclasses.replace(base, pending_prefill_prefix_tokens=8_000.0))
+    # 20,000 pending tokens over a mean prefix of 8,000, in chunks of 256 - 4 = 252 tokens:
+    # 20,000 * (8,000 - 126) token pairs at 8e-7 ms each, all before this prompt's first token.
+    ahead = 8e-7 * 20_000 * (8_000 - 126)
+    assert known.ttft_collocated_ms == pytest.approx(unknown.ttft_collocated_ms + ahead)
+    assert known.local_backlog_ms == pytest.approx(unknown.local_backlog_ms + ahead)
+    assert known.ttft_disaggregated_ms == unknown.ttft_disaggregated_ms
+    assert known.tpot_collocated_ms == unknown.tpot_collocated_ms
+    # Not reported, 0, or a prefix shorter than half a chunk: nothing added, bit for bit, unlisted.
+    for mean_prefix in (0.0, 100.0):
+        assert model.decide(dataclasses.replace(base, pending_prefill_prefix_tokens=mean_prefix)) == unknown
+    assert "pending_prefill_prefix_tokens" not in unknown.assumed
+    # Params without the chunk-over-prefix term: nothing to add.
+    flat = qa_model()
+    assert flat.decide(dataclasses.replace(base, pending_prefill_prefix_tokens=8_000.0)) == flat.decide(base)
+
+
 def test_the_prefill_gpus_hit_shortens_the_pools_prefill_alone() -> None:
     full = qa_model().decide(RouteInputs(1000, 10, 4, 4, 256, prefill_queue_requests=2, prefill_pool_gpus=1))
     hit = qa_model().decide(

@@ -52,6 +52,21 @@ def test_chunked_prefill_packs_prompts_into_the_budget(latency: StepLatency) -> 
     assert gpu.end_step()[2] == [0, 1]
 
 
+def test_the_pending_prompts_mean_prefix_follows_their_chunks(latency: StepLatency) -> None:
+    gpu = engine(latency, [300, 100, 600], [2, 2, 2], use_runs=False)
+    assert (gpu.pending_prefix_tokens(), gpu.pending_prefill_requests()) == (0.0, 0)
+    gpu.add_prefill(0)
+    gpu.add_prefill(1)
+    gpu.add_prefill(2, cached_tokens=200)  # its first 200 tokens cached: 400 left over them
+    # 300 tokens at 150 on average, 100 at 50, 400 at 200 + 200: weighted by the tokens left.
+    assert gpu.pending_prefix_tokens() == pytest.approx((300 * 150 + 100 * 50 + 400 * 400) / 800)
+    assert gpu.pending_prefill_requests() == 3
+    end = gpu.start(0.0)  # 256 of prompt 0: 44 left over 256
+    assert end is not None
+    gpu.end_step()
+    assert gpu.pending_prefix_tokens() == pytest.approx((44 * 278 + 100 * 50 + 400 * 400) / 544)
+
+
 def test_the_prefill_rate_counts_the_chunks_started_in_the_window(latency: StepLatency) -> None:
     gpu = engine(latency, [300, 100], [2, 2], use_runs=False)
     assert gpu.prefill_tokens_per_s(0.0, 1000.0) == 0.0

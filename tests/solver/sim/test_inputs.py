@@ -40,6 +40,8 @@ def test_every_optional_input_is_reported_from_the_view() -> None:
         "decode_feasible_routes": None,
         "colloc_cached_prompt_tokens": None,  # the view's, None where it is the decode target
         "prefill_cached_prompt_tokens": None,  # the view's, None without caches
+        "pending_prefill_prefix_tokens": 0.0,  # the view's
+        "pending_prefill_requests": 0,
     }
     assert {name: getattr(x, name) for name in expected} == expected
     # All but how long the running prefills have run and the decodes' least TPOT slack, which
@@ -62,6 +64,10 @@ def test_a_reported_running_time_reaches_the_model() -> None:
     assert (x.cached_prompt_tokens, x.colloc_cached_prompt_tokens) == (16, 640)
     x = route_inputs(RouteView(900, 120, 7, 9, 3, 512, prefill_cached_prompt_tokens=320))
     assert x.prefill_cached_prompt_tokens == 320
+    x = route_inputs(
+        RouteView(900, 120, 7, 9, 3, 512, pending_prefill_prefix_tokens=1_250.5, pending_prefill_requests=2)
+    )
+    assert (x.pending_prefill_prefix_tokens, x.pending_prefill_requests) == (1_250.5, 2)
 
 
 def test_an_infinite_slo_is_no_target() -> None:

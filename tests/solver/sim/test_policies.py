@@ -230,6 +230,8 @@ def test_policies_see_only_what_a_gateway_sees(profile: ProfileResult, mixed_wor
         "decode_feasible_routes",
         "colloc_cached_prompt_tokens",
         "prefill_cached_prompt_tokens",
+        "pending_prefill_prefix_tokens",
+        "pending_prefill_requests",
     ]
     # Every input of a decision model, by the model's own name (the rest is the simulator's).
     assert set(FIELD_NAMES) <= set(RouteView._fields)

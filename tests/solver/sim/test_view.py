@@ -54,7 +54,7 @@ class Recount:
     def __init__(self) -> None:
         self.state: RunState | None = None
         self.views: list[RouteView] = []
-        self.recounts: list[dict[str, int | None]] = []
+        self.recounts: list[dict[str, float | None]] = []
         self.infeasible: list[bool] = []  # the answers' "no path meets the targets"
 
     def decide(self, view: RouteView) -> PolicyAnswer:
@@ -72,7 +72,7 @@ class Recount:
         queued = [r for queue in state.pool.queues for r in queue]
         # Prefills running now: a prefill-end event of theirs is queued.
         in_prefill = [r for _, _, kind, _, r in state.heap if kind == 1]
-        recount: dict[str, int | None] = {
+        recount: dict[str, float | None] = {
             "prefill_queue_requests": len(queued),
             "prefill_queue_tokens": sum(state.prompt[r] for r in queued),
             "prefill_running_requests": len(in_prefill),
@@ -95,6 +95,16 @@ class Recount:
             else 0
         )
         recount["prefill_running_tokens"] = sum(state.prompt[r] for r in in_prefill)
+        # Each pending prompt's tokens left at their mean position, d + r / 2, weighted by r (no caches).
+        left: list[tuple[int, int]] = []
+        if colloc is not None:
+            left = [(length - done, done) for _, done, length in colloc.prefill_queue]
+            left += [(state.prompt[r], 0) for r, needs_prefill in colloc.waiting if needs_prefill]
+        pairs = 0.0
+        for r, d in left:
+            pairs += r * (d + 0.5 * r)
+        recount["pending_prefill_prefix_tokens"] = pairs / sum(r for r, _ in left) if left else 0.0
+        recount["pending_prefill_requests"] = len(left)
 
         def feasible_routes(gpu: BatchingGpu | None) -> int | None:
             """Earlier requests routed to ``gpu`` in the last two seconds, answered feasible or
@@ -166,6 +176,8 @@ def test_every_view_field_equals_a_recount(
     for name in ("prefill_queue_tokens", "prefill_running_tokens", "colloc_num_waiting"):
         assert max(getattr(v, name) for v in seen) > 0, name
     assert max(v.pending_prefill_tokens for v in seen) > fleet.max_num_batched_tokens
+    assert max(v.pending_prefill_prefix_tokens for v in seen) > fleet.max_num_batched_tokens
+    assert max(v.pending_prefill_requests for v in seen) > 1
     assert max(v.colloc_context_tokens for v in seen) > 0
     assert max(v.decode_context_tokens for v in seen) > 0
     assert min(v.colloc_feasible_routes or 0 for v in seen) == 0  # an idle start, and ...
@@ -187,6 +199,8 @@ def test_view_row_order_matches_route_view() -> None:
         "decode_feasible_routes",
         "colloc_cached_prompt_tokens",  # None here, as cached_prompt_tokens (test_prefix_reuse.py)
         "prefill_cached_prompt_tokens",  # None here too
+        "pending_prefill_prefix_tokens",  # 0.0 with nothing pending (test_batching_gpu.py)
+        "pending_prefill_requests",
     ]
 
 
