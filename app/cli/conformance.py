@@ -199,6 +199,7 @@ HAND_PICKED: tuple[dict[str, Any], ...] = (
         "system_load": 2,
         "decode_batch_size": 2,
         "pending_prefill_tokens": 6000,
+        "decode_pending_prefill_tokens": 6000,
         "pending_prefill_requests": 4,
         "prefill_queue_requests": 4,
         "prefill_pool_gpus": 2,
@@ -242,6 +243,9 @@ HAND_PICKED: tuple[dict[str, Any], ...] = (
     # where it is predicted later. Latency reads neither count.
     {**_LATE_POOL, "colloc_feasible_routes": 0},
     {**_LATE_POOL, "colloc_feasible_routes": 0, "decode_feasible_routes": 0},
+    # The decode GPU has no prompts of its own to prefill (beside mixed GPUs): the pool feeds it
+    # alone, so under goodput its queue counts although late, as under latency.
+    {**_LATE_POOL, "decode_pending_prefill_tokens": 0},
     # No path meets a tight TTFT target: it goes where it uses less of the others' targets. Four
     # prompts queued behind it on the pool would each lose much of their 150 ms TTFT target, its
     # chunks little of 64 decodes' 30 ms TPOT target: collocated (in milliseconds of harm, the

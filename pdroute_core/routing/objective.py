@@ -12,9 +12,15 @@ Objectives:
   aside: those stop when prompts go elsewhere) to which the gateway sent some request expected
   in time, or whose first token came in time, over the last two seconds (``serves``), the
   prefills queued on the pool while the
-  pool's predicted wait (with the decode engine's first steps) is within the TTFT target. A pool
-  whose wait alone is past the target cannot lose more goodput by one more late request: the
-  late ones go there, and the GPUs that still serve in time keep doing so. With no victim in
+  pool's predicted wait (with the decode engine's first steps) is within the TTFT target, and the
+  prompts pending on the collocation GPU while their wait is within it, where the decode GPU has
+  local prefill work of its own (``prefills_locally``: one GPU for both paths): like the pool's
+  queue, they stand for the prompts that will queue behind this one there. A pool whose wait
+  alone is past the target cannot lose more goodput by one more late request: the late ones go
+  there, and the GPUs that still serve in time keep doing so; unless the gateway reports that the
+  decode GPU has no prompts of its own to prefill (``decode_pending_prefill_tokens`` 0: a decode
+  GPU beside mixed GPUs, fed by the pool alone), whose service the pool's loss would end: then the
+  pool's queue counts, late or not. With no victim in
   time on either side and the pool late, the request goes where it is later: to the resource
   further from recovering. Requests that both paths serve in time are decided as under
   ``latency``, except that a collocation whose chunks would make the decodes running beside it
@@ -86,6 +92,17 @@ def serves(feasible_routes: float) -> float:
 def serves_many(feasible_routes: FloatArray) -> FloatArray:
     """``serves`` of each element."""
     return np.where(feasible_routes == 0.0, 0.0, 1.0)
+
+
+def prefills_locally(decode_pending_tokens: float) -> float:
+    """1.0 when the decode GPU has prompts of its own pending prefill (it is also a collocation
+    GPU, busy with local prefills), else 0.0."""
+    return 1.0 if decode_pending_tokens > 0.0 else 0.0
+
+
+def prefills_locally_many(decode_pending_tokens: FloatArray) -> FloatArray:
+    """``prefills_locally`` of each element."""
+    return np.where(decode_pending_tokens > 0.0, 1.0, 0.0)
 
 
 def lateness(ttft_ms: float, tpot_ms: float, ttft_slo_ms: float, tpot_slo_ms: float) -> float:

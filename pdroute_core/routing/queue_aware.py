@@ -654,6 +654,8 @@ class QueueAwareModel:
                 # A GPU's decodes are on time when its steps are, later prompts' chunks aside.
                 # A GPU the gateway sent no request expected in time lately serves nobody in time.
                 pool_on_time = obj.on_time(dis.queued, ttft_slo)
+                if x.decode_pending_prefill_tokens == 0:  # reported: the pool is its only source
+                    pool_on_time = 1.0
                 budget_c = (
                     obj.on_time(col.tpot.step + col.tpot.pending, tpot_slo)
                     * obj.serves(v.colloc_feasible_routes)
@@ -663,8 +665,9 @@ class QueueAwareModel:
                     dis.tpot.step + dis.tpot.pending, tpot_slo
                 ) * obj.serves(v.decode_feasible_routes) * (Bd * slower / tpot_slo)
                 # The prompts pending here, while on time, stand for those that will queue behind
-                # this one, as the pool's queue does there (0 when not reported).
-                budget_c += (
+                # this one, as the pool's queue does there, where the decode GPU has local prefill
+                # work (0 when not reported).
+                budget_c += obj.prefills_locally(v.decode_pending_prefill_tokens) * (
                     obj.on_time(col.backlog, ttft_slo)
                     * obj.serves(v.colloc_feasible_routes)
                     * (v.pending_prefill_requests * col.own / ttft_slo)
@@ -723,6 +726,7 @@ class QueueAwareModel:
         later = dis.ttft > col.ttft
         if self.is_goodput:
             pool_on_time = obj.on_time_many(dis.queued, ttft_slo)
+            pool_on_time = np.where(cols.optional["decode_pending_prefill_tokens"] == 0.0, 1.0, pool_on_time)
             budget_c = (
                 obj.on_time_many(col.tpot.step + col.tpot.pending, tpot_slo)
                 * obj.serves_many(v.colloc_feasible_routes)
@@ -731,7 +735,7 @@ class QueueAwareModel:
             budget_d = pool_on_time * (q * dis.prefill / (G * ttft_slo)) + obj.on_time_many(
                 dis.tpot.step + dis.tpot.pending, tpot_slo
             ) * obj.serves_many(v.decode_feasible_routes) * (Bd * slower / tpot_slo)
-            budget_c = budget_c + (
+            budget_c = budget_c + obj.prefills_locally_many(v.decode_pending_prefill_tokens) * (
                 obj.on_time_many(col.backlog, ttft_slo)
                 * obj.serves_many(v.colloc_feasible_routes)
                 * (v.pending_prefill_requests * col.own / ttft_slo)

@@ -146,11 +146,12 @@ def test_goodput_counts_the_decodes_of_a_gpu_late_only_through_the_prompts_chunk
 
 
 # No path in time: the pool's one queued prompt is on time (its wait 252 ms of 300), and 6,000
-# prompt tokens are pending on the collocation GPU, on time too (their share 125 ms).
+# prompt tokens are pending on the collocation GPU, on time too (their share 125 ms); it is the
+# decode GPU too (one GPU for both paths).
 PENDING = RouteInputs(
     8000, 20, 2, 2, 512,
     prefill_queue_requests=1, prefill_pool_gpus=1, ttft_slo_ms=300.0, tpot_slo_ms=50.0,
-    pending_prefill_tokens=6000,
+    pending_prefill_tokens=6000, decode_pending_prefill_tokens=6000,
 )  # fmt: skip
 
 
@@ -168,9 +169,28 @@ def test_goodput_counts_the_prompts_pending_on_the_gpu_as_it_counts_the_pools_qu
     late = dataclasses.replace(PENDING, pending_prefill_tokens=60_000)
     assert goodput.decide(late).local_backlog_ms > 300.0
     assert goodput.decide(dataclasses.replace(late, pending_prefill_requests=30)) == goodput.decide(late)
+    # A decode GPU with no local prefill work (a mixed GPU's pending prompts beside it): not counted.
+    apart = dataclasses.replace(PENDING, decode_pending_prefill_tokens=None, pending_prefill_requests=3)
+    assert goodput.decide(apart).decision == "collocated"
     # Latency counts every victim as before: the input changes nothing there.
     latency = qa_model()
     assert latency.decide(dataclasses.replace(PENDING, pending_prefill_requests=3)) == latency.decide(PENDING)
+
+
+def test_goodput_keeps_counting_a_late_pool_that_a_decode_gpu_depends_on_alone() -> None:
+    # HOPELESS: the pool's wait alone is past the target; goodput parks the request there.
+    goodput = goodput_of(qa_model())
+    assert goodput.decide(HOPELESS).decision == "disaggregated"
+    # The gateway reports that the decode GPU has no prompts of its own to prefill: the pool is
+    # all it is fed by, and its queue counts, late or not: as latency decides.
+    alone = dataclasses.replace(HOPELESS, decode_pending_prefill_tokens=0)
+    b = goodput.decide(alone)
+    assert (b.decision, b.reason, b.meets_slo) == ("collocated", "slo_none_feasible", False)
+    assert dataclasses.replace(b, objective="latency") == qa_model().decide(alone)
+    # With local prefill work pending there, the late pool costs nothing more, as before.
+    assert goodput.decide(dataclasses.replace(HOPELESS, decode_pending_prefill_tokens=512)).decision == (
+        "disaggregated"
+    )
 
 
 def test_goodput_takes_a_gpu_that_serves_nobody_in_time_for_the_late_requests() -> None:
