@@ -73,6 +73,12 @@ class EngineLoad:
         pending = self.pending_prefill_tokens
         return self.pending_prefill_sq / (2.0 * pending) if pending > 0 else 0.0
 
+    def add_pending(self, prompt_tokens: int, sign: int) -> None:
+        """One prompt of ``prompt_tokens`` starts (``sign`` 1) or stops (-1) pending prefill here."""
+        self.pending_prefill_tokens += sign * prompt_tokens
+        self.pending_prefill_sq += sign * prompt_tokens * prompt_tokens
+        self.pending_prefill_requests += sign
+
     def count_prefilled(self, now: float, tokens: int) -> None:
         """``tokens`` prompt tokens were prefilled here at ``now`` (monotonic s)."""
         self.prefilled.append((now, tokens))
@@ -128,18 +134,14 @@ class Ticket:
         self.last_at = math.nan  # monotonic s: its last token here
         self.num_tokens = num_tokens  # the request's tokens so far
         load.in_flight += 1
-        load.pending_prefill_tokens += prompt_tokens
-        load.pending_prefill_sq += prompt_tokens * prompt_tokens
-        load.pending_prefill_requests += 1
+        load.add_pending(prompt_tokens, 1)
         load.tickets[id(self)] = self
 
     def first_token(self, now: float) -> None:
         """Its prompt is prefilled (counted in the engine's prefill rate at ``now``, monotonic s)."""
         if not self.is_decoding and not self.is_closed:
             self.is_decoding = True
-            self.load.pending_prefill_tokens -= self.prompt_tokens
-            self.load.pending_prefill_sq -= self.prompt_tokens * self.prompt_tokens
-            self.load.pending_prefill_requests -= 1
+            self.load.add_pending(self.prompt_tokens, -1)
             self.load.decoding += 1
             self.load.count_prefilled(now, self.prompt_tokens)
 
@@ -160,9 +162,7 @@ class Ticket:
         if self.is_decoding:
             self.load.decoding -= 1
         else:
-            self.load.pending_prefill_tokens -= self.prompt_tokens
-            self.load.pending_prefill_sq -= self.prompt_tokens * self.prompt_tokens
-            self.load.pending_prefill_requests -= 1
+            self.load.add_pending(self.prompt_tokens, -1)
 
 
 class PrefillTicket:
