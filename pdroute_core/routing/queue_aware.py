@@ -145,7 +145,10 @@ victim counts. Under ``goodput``:
   after the P pending tokens' ``P f / c_B``, is more than S: the first of them to go late
   would. (Spread over this request's D steps the same delay says nothing of a short decode that
   has already waited through one stall; S does. Not reported, S is unknown and the test is the
-  one before it, bit for bit);
+  one before it, bit for bit). Past S, a collocation that alone serves the request in time is
+  not taken either: it would trade a running request's target for this one's, so no path
+  meets the targets and the budgets below decide (reason ``slo_none_feasible``; S not reported:
+  taken, as before);
 - when neither does, only the victims predicted still on time count: ``budget_c`` when the
   collocation GPU's steps are within the TPOT target, the pool's share when the pool's wait and
   the decode engine's first steps (``TTFT_d - T_own - transfer``) are within the TTFT target,
@@ -601,18 +604,17 @@ class QueueAwareModel:
         # The delay its chunks add to each running decode's every remaining step (D standing for theirs).
         D = max(1.0, out - 1.0)
         chunks = col.u * col.chunk / (col.chunk_tokens * D) + col.prefix_ms / D
-        # Under goodput: late beside it over their steps, or its chunks' whole delay after the
-        # pending prompts' chunks past the least slack of the decodes beside it (NaN: unknown).
-        if (
-            ok_c
-            and ok_d
-            and self.is_goodput
-            and (
-                (tpot_c + chunks) / tpot_slo > self.feasible
-                or (chunks * D + col.chunk * v.pending_prefill_tokens / col.chunk_tokens + col.ahead_ms)
-                > v.colloc_tpot_slack_ms
-            )
-        ):
+        # Under goodput: its chunks' whole delay after the pending prompts' chunks past the least
+        # slack of the decodes beside it (NaN: unknown), or late beside it over their steps.
+        past_slack = (
+            self.is_goodput
+            and (chunks * D + col.chunk * v.pending_prefill_tokens / col.chunk_tokens + col.ahead_ms)
+            > v.colloc_tpot_slack_ms
+        )
+        if ok_c and not ok_d and past_slack:
+            # Only collocation serves it in time, at a running request's target: no path does.
+            ok_c = False
+        if ok_c and ok_d and self.is_goodput and ((tpot_c + chunks) / tpot_slo > self.feasible or past_slack):
             # Under goodput a collocation that would make the decodes beside it late loses.
             is_disagg, reason, meets = True, REASON_HARM, True
         elif ok_c and ok_d:
@@ -742,9 +744,9 @@ class QueueAwareModel:
             )
             sink = (budget_d == budget_c) & (pool_on_time == 0.0)  # decide's tie rule
             ahead = col.chunk * v.pending_prefill_tokens / col.chunk_tokens + col.ahead_ms
-            spares = ((tpot_c + chunks) / tpot_slo > self.feasible) | (
-                chunks * D + ahead > v.colloc_tpot_slack_ms
-            )
+            past_slack = chunks * D + ahead > v.colloc_tpot_slack_ms
+            ok_c = ok_c & (ok_d | ~past_slack)  # decide: only collocation, at a decode's target
+            spares = ((tpot_c + chunks) / tpot_slo > self.feasible) | past_slack
         both, meets = ok_c & ok_d, ok_c | ok_d
         spared = both & spares
         by_cost = by_cost | spared

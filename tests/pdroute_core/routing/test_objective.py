@@ -60,17 +60,22 @@ def test_goodput_decides_as_latency_wherever_a_path_meets_the_targets(rows: list
     for x in rows:
         a, b = latency.decide(x), goodput.decide(x)
         if a.meets_slo and dataclasses.replace(b, objective="latency") != a:
-            # Both paths meet the targets, and a collocation would make the decodes beside it
-            # late: spread over their steps, or all its delay past the least slack reported.
-            assert b.meets_slo and (b.decision, b.reason) == ("disaggregated", "less_harm")
+            # A collocation would make the decodes beside it late: spread over their steps, or
+            # all its delay past the least slack reported.
             slo = x.tpot_slo_ms
             D = max(1.0, x.predicted_output_len - 1.0)
             col = qa_model(chunk_ms_per_token_sq=1e-5, chunk_ms_per_token_seq=2e-5).collocated(resolve(x))
             ahead = col.chunk * (x.pending_prefill_tokens or 0) / col.chunk_tokens + col.ahead_ms
             slack = x.colloc_tpot_slack_ms
             past_slack = slack is not None and _spread(x) * D + ahead > slack
-            assert past_slack or (slo is not None and (b.tpot_collocated_ms + _spread(x)) / slo > 0.9)
             assert a.ttft_collocated_ms / (x.ttft_slo_ms or math.inf) <= 0.9
+            if a.reason == "slo_only_feasible" and a.decision == "collocated":
+                # Only collocation served it in time, past that slack: no path does now.
+                assert past_slack and not b.meets_slo and b.reason == "slo_none_feasible"
+                continue
+            # Both paths meet the targets.
+            assert b.meets_slo and (b.decision, b.reason) == ("disaggregated", "less_harm")
+            assert past_slack or (slo is not None and (b.tpot_collocated_ms + _spread(x)) / slo > 0.9)
         assert (a.predicted_lateness_ms, a.admission) == (b.predicted_lateness_ms, b.admission) or (
             a.decision != b.decision
         )
@@ -123,6 +128,26 @@ def test_goodput_does_not_collocate_past_the_least_slack_of_the_decodes_beside_i
     assert goodput.decide(pending).reason == "less_harm"
     # latency does not read it.
     assert latency.decide(tight) == latency.decide(long)
+
+
+def test_goodput_does_not_take_a_collocation_only_it_serves_in_time_past_the_least_slack() -> None:
+    # The pool 40 prompts deep: only collocation serves this request in time...
+    latency, goodput = qa_model(), goodput_of(qa_model())
+    alone = dataclasses.replace(BESIDE, predicted_output_len=401, prefill_queue_requests=40)
+    a = latency.decide(alone)
+    assert (a.decision, a.reason, a.meets_slo) == ("collocated", "slo_only_feasible", True)
+    assert a.ttft_disaggregated_ms > 2000.0 >= a.ttft_collocated_ms / 0.9
+    assert goodput.decide(alone).decision == "collocated"  # no slack reported: as before
+    # ...but with 30 ms of slack left beside it, its 40 ms of chunks would make a decode late:
+    # one request in time for another, so no path meets the targets and the budgets decide.
+    b = goodput.decide(dataclasses.replace(alone, colloc_tpot_slack_ms=30.0))
+    assert (b.decision, b.reason, b.meets_slo) == ("disaggregated", "slo_none_feasible", False)
+    assert b.admission == "shed" and b.predicted_lateness_ms > 0.0
+    # 50 ms of slack absorbs the chunks: collocated, as without the input.
+    c = goodput.decide(dataclasses.replace(alone, colloc_tpot_slack_ms=50.0))
+    assert (c.decision, c.reason, c.meets_slo) == ("collocated", "slo_only_feasible", True)
+    # latency does not read it.
+    assert latency.decide(dataclasses.replace(alone, colloc_tpot_slack_ms=30.0)) == a
 
 
 # Both paths late (a 50 ms TTFT target no 4,000-token prefill meets); the collocation GPU's
