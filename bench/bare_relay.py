@@ -3,8 +3,9 @@
     PDROUTE_BENCH_UPSTREAM=http://127.0.0.1:8300 .venv/bin/python -m uvicorn bench.bare_relay:app
 
 Every POST goes to the same path on ``PDROUTE_BENCH_UPSTREAM`` with its body unread and
-unparsed, over the same aiohttp client as ``pdroute proxy``'s, and the upstream's status and
-bytes come back as they arrive: no decision, no validation, no parsing of events, no metrics.
+unparsed, over the same upstream client as ``pdroute proxy``'s (``pdroute_proxy.http1``), and
+the upstream's status and bytes come back as they arrive: no decision, no validation, no
+parsing of events, no metrics.
 Served by the same uvicorn settings as the proxy, so what ``pdroute proxy`` adds over it is its
 own work, and what this adds over a direct call is the hop itself (one more HTTP server and
 client in Python).
@@ -14,12 +15,13 @@ from __future__ import annotations
 
 import os
 
-import aiohttp
 from starlette.types import Receive, Scope, Send
 
-from pdroute_proxy.upstream import session
+from pdroute_proxy.http1 import EngineClient
+from pdroute_proxy.upstream import session, timeouts
 
 UPSTREAM = os.environ.get("PDROUTE_BENCH_UPSTREAM", "http://127.0.0.1:8300").rstrip("/")
+TIMEOUTS = timeouts(read_s=600.0, connect_s=5.0)
 
 
 async def app(scope: Scope, receive: Receive, send: Send) -> None:
@@ -41,12 +43,14 @@ async def app(scope: Scope, receive: Receive, send: Send) -> None:
         message = await receive()
         chunks.append(message.get("body", b""))
         more = message.get("more_body", False)
-    headers = {"content-type": "application/json"}
-    method = scope["method"]
-    client: aiohttp.ClientSession = scope["state"]["client"]
-    async with client.request(method, UPSTREAM + scope["path"], data=b"".join(chunks), headers=headers) as r:
-        kind = r.headers.get("content-type", "application/json").encode()
-        await send({"type": "http.response.start", "status": r.status, "headers": [(b"content-type", kind)]})
-        async for data in r.content.iter_any():
+    client: EngineClient = scope["state"]["client"]
+    body = b"".join(chunks) if scope["method"] == "POST" else None
+    response = await client.open(scope["method"], UPSTREAM + scope["path"], body, TIMEOUTS)
+    async with response:
+        kind = response.headers.get(b"content-type", b"application/json")
+        await send(
+            {"type": "http.response.start", "status": response.status, "headers": [(b"content-type", kind)]}
+        )
+        async for data in response.chunks():
             await send({"type": "http.response.body", "body": data, "more_body": True})
     await send({"type": "http.response.body", "body": b"", "more_body": False})

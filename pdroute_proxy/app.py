@@ -1,7 +1,7 @@
 """The proxy's application factory.
 
 ``create_proxy_app(settings)`` builds everything from injected settings, registry, clocks and
-(optionally) an aiohttp client session: the params store (the service's loader, model and
+(optionally) an upstream client (``pdroute_proxy.http1``): the params store (the service's loader, model and
 reload), the engine scraper, the ledger, the decider, the relay and the learners. The lifespan
 starts the scraper and the params watcher and owns the upstream client unless one was injected.
 Run it with ``pdroute proxy`` (one process: the ledger is per process).
@@ -15,7 +15,6 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable
 
-import aiohttp
 from fastapi import FastAPI, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, disable_created_metrics, generate_latest
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -30,6 +29,7 @@ from pdroute_core.errors import PdrouteError
 from pdroute_core.routing.queue_aware import FIRST_TOKEN_PREFILL
 from pdroute_proxy import api, responses
 from pdroute_proxy.decision import Decider
+from pdroute_proxy.http1 import EngineClient
 from pdroute_proxy.ledger import Ledger
 from pdroute_proxy.metrics import ProxyMetrics
 from pdroute_proxy.observe import Observer
@@ -63,7 +63,7 @@ def create_proxy_app(
     registry: CollectorRegistry | None = None,
     clock: Callable[[], float] = time.time,
     monotonic: Callable[[], float] = time.monotonic,
-    client: aiohttp.ClientSession | None = None,
+    client: EngineClient | None = None,
 ) -> FastAPI:
     """The proxy app; raises ``InvalidParams``, ``InvalidEngines`` or ``NoEnginesFile`` now."""
     registry = registry if registry is not None else CollectorRegistry()
@@ -87,9 +87,9 @@ def create_proxy_app(
     calibration = calibration_from_settings(settings, clock) if settings.calibration_enabled else None
     output_learning = output_learning_from_settings(settings, clock)
     decider = Decider(settings, store, ledger, scraper, monotonic, calibration, output_learning)
-    holder: dict[str, aiohttp.ClientSession] = {}
+    holder: dict[str, EngineClient] = {}
 
-    def upstream_client() -> aiohttp.ClientSession:
+    def upstream_client() -> EngineClient:
         return holder["client"]
 
     relay = Relay(settings, lambda: scraper.fleet, decider, ledger, metrics, upstream_client, monotonic)

@@ -23,14 +23,13 @@ from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import aiohttp
-
 from app.engines.config import Fleet
 from pdroute_core.routing import COLLOCATED, DISAGGREGATED, Decision
 from pdroute_core.routing.objective import ADMIT, SHED
 from pdroute_proxy.decision import Choice, Decider
 from pdroute_proxy.errors import NoEngine, Shed, UpstreamRejected
 from pdroute_proxy.handoff import Handoff, decode_request, prefill_request
+from pdroute_proxy.http1 import EngineClient
 from pdroute_proxy.ledger import Ledger
 from pdroute_proxy.metrics import ProxyMetrics
 from pdroute_proxy.settings import ProxySettings
@@ -84,7 +83,7 @@ class Relay:
         decider: Decider,
         ledger: Ledger,
         metrics: ProxyMetrics,
-        client: Callable[[], aiohttp.ClientSession],
+        client: Callable[[], EngineClient],
         monotonic: Callable[[], float],
     ) -> None:
         self.settings = settings

@@ -9,10 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import aiohttp
-
 from app.engines.config import Fleet
 from pdroute_proxy.errors import BadRequest, NoEngine
+from pdroute_proxy.http1 import EngineClient, Timeouts
 from pdroute_proxy.ledger import Ledger
 from pdroute_proxy.upstream import UpstreamError, api_base, post_json
 
@@ -27,9 +26,9 @@ class Tokenizer:
         self,
         fleet: Callable[[], Fleet],
         ledger: Ledger,
-        client: Callable[[], aiohttp.ClientSession],
+        client: Callable[[], EngineClient],
         monotonic: Callable[[], float],
-        timeout: aiohttp.ClientTimeout,
+        timeout: Timeouts,
     ) -> None:
         self.fleet = fleet
         self.ledger = ledger

@@ -12,14 +12,13 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-import aiohttp
 import orjson
-from aiohttp.http_exceptions import HttpProcessingError
+
+from pdroute_proxy.http1 import EngineClient, Timeouts, TransportError
 
 MAX_ERROR_BODY_BYTES = 65_536
 READ_BUFFER_BYTES = 1 << 24  # the longest event line read (16 MiB)
 CAUSES = ("connect", "timeout", "http_5xx", "http_4xx", "closed", "protocol")
-_JSON = {"content-type": "application/json"}
 
 
 class UpstreamError(Exception):
@@ -67,45 +66,23 @@ def _event(data: dict[str, Any]) -> Event:
     return Event(tuple(ids), text if isinstance(text, str) else "", choice.get("finish_reason"), data)
 
 
-def timeouts(read_s: float, connect_s: float) -> aiohttp.ClientTimeout:
+def timeouts(read_s: float, connect_s: float) -> Timeouts:
     """``connect_s`` to open a connection, ``read_s`` of silence at most between two reads."""
-    return aiohttp.ClientTimeout(total=None, connect=None, sock_connect=connect_s, sock_read=read_s)
+    return Timeouts(read_s=read_s, connect_s=connect_s)
 
 
-def session(limit: int = 4096, line_bytes: int = READ_BUFFER_BYTES) -> aiohttp.ClientSession:
-    """The proxy's connections to the engines (opened in its lifespan, on the running loop).
-
-    aiohttp rather than httpx on this path: its C parser adds about 0.1 ms to a streamed first
-    token over a raw socket where httpx adds about 0.5 ms (docs/proxy.md, "Overhead"). Lines
-    up to ``line_bytes``: an event with many tokens' logprobs stays one line."""
-    return aiohttp.ClientSession(
-        connector=aiohttp.TCPConnector(limit=limit, limit_per_host=0),
-        read_bufsize=line_bytes,
-        auto_decompress=False,
-        skip_auto_headers=("User-Agent",),
-    )
-
-
-def _transport_error(exc: Exception) -> UpstreamError:
-    if isinstance(exc, HttpProcessingError):  # e.g. a line longer than the read buffer
-        return UpstreamError("protocol", f"a malformed answer: {type(exc).__name__}")
-    if isinstance(exc, TimeoutError):  # aiohttp's own timeouts are TimeoutErrors too
-        return UpstreamError("timeout", f"no answer in time ({type(exc).__name__})")
-    if isinstance(exc, aiohttp.ClientConnectorError):
-        return UpstreamError("connect", f"cannot connect: {exc}")
-    return UpstreamError("closed", f"connection lost: {type(exc).__name__}: {exc}")
-
-
-# What a call can raise besides UpstreamError: the transport's errors and its timeouts, and the
-# parser's (a line longer than the read buffer is aiohttp's LineTooLong, not a ClientError).
-_TRANSPORT = (aiohttp.ClientError, TimeoutError, HttpProcessingError)
+def session(limit: int = 64, line_bytes: int = READ_BUFFER_BYTES) -> EngineClient:
+    """The proxy's connections to the engines (opened in its lifespan, on the running loop):
+    ``limit`` kept-alive connections per engine at most, lines up to ``line_bytes`` (an event
+    with many tokens' logprobs stays one line). ``pdroute_proxy.http1`` says why not aiohttp."""
+    return EngineClient(max_line=line_bytes, limit_idle=limit)
 
 
 async def stream(
-    client: aiohttp.ClientSession,
+    client: EngineClient,
     base_url: str,
     body: dict[str, Any],
-    timeout: aiohttp.ClientTimeout,
+    timeout: Timeouts,
     *,
     announce: bool = False,
 ) -> AsyncIterator[Event]:
@@ -115,16 +92,15 @@ async def stream(
     engine died mid-answer)."""
     payload = {**body, "stream": True, "return_token_ids": True}
     payload["stream_options"] = {"include_usage": True}
+    is_done = False
     try:
-        async with client.post(
-            f"{base_url}/v1/completions", data=orjson.dumps(payload), timeout=timeout, headers=_JSON
-        ) as response:
+        response = await client.open("POST", f"{base_url}/v1/completions", orjson.dumps(payload), timeout)
+        async with response:
             if response.status != 200:
-                raise _status_error(response.status, await _error_body(response))
+                raise _status_error(response.status, await response.read(MAX_ERROR_BODY_BYTES))
             if announce:
                 yield OPENED
-            is_done = False
-            async for line in response.content:  # read to the end: the connection is then reused
+            async for line in response.lines():  # read to the end: the connection is then reused
                 if is_done or not line.startswith(b"data:"):
                     continue
                 data = line[5:].strip()
@@ -140,32 +116,35 @@ async def stream(
                 if "error" in parsed and "choices" not in parsed:
                     raise UpstreamError("http_5xx", f"error event: {str(parsed['error'])[:200]}")
                 yield _event(parsed)
-    except UpstreamError:
-        raise
-    except _TRANSPORT as exc:
-        raise _transport_error(exc) from None
+    except TransportError as exc:
+        raise UpstreamError(exc.cause, str(exc)) from None
     if not is_done:
         raise UpstreamError("closed", "the stream ended without [DONE]")
 
 
 async def post_json(
-    client: aiohttp.ClientSession, url: str, body: dict[str, Any], timeout: aiohttp.ClientTimeout
+    client: EngineClient, url: str, body: dict[str, Any], timeout: Timeouts
 ) -> dict[str, Any]:
     """POST ``body`` to ``url`` and return its JSON object (``UpstreamError`` otherwise)."""
-    try:
-        async with client.post(url, data=orjson.dumps(body), timeout=timeout, headers=_JSON) as response:
-            return _json_object(response.status, await response.read())
-    except _TRANSPORT as exc:
-        raise _transport_error(exc) from None
+    return await _call(client, "POST", url, orjson.dumps(body), timeout)
 
 
-async def get_json(client: aiohttp.ClientSession, url: str, timeout: aiohttp.ClientTimeout) -> dict[str, Any]:
+async def get_json(client: EngineClient, url: str, timeout: Timeouts) -> dict[str, Any]:
     """GET ``url``'s JSON object (``UpstreamError`` otherwise)."""
+    return await _call(client, "GET", url, None, timeout)
+
+
+async def _call(
+    client: EngineClient, method: str, url: str, body: bytes | None, timeout: Timeouts
+) -> dict[str, Any]:
     try:
-        async with client.get(url, timeout=timeout) as response:
-            return _json_object(response.status, await response.read())
-    except _TRANSPORT as exc:
-        raise _transport_error(exc) from None
+        response = await client.open(method, url, body, timeout)
+        async with response:
+            if response.status != 200:
+                raise _status_error(response.status, await response.read(MAX_ERROR_BODY_BYTES))
+            return _json_object(await response.read())
+    except TransportError as exc:
+        raise UpstreamError(exc.cause, str(exc)) from None
 
 
 def _status_error(status: int, body: bytes) -> UpstreamError:
@@ -173,22 +152,8 @@ def _status_error(status: int, body: bytes) -> UpstreamError:
     return UpstreamError("http_5xx" if status >= 500 else "http_4xx", f"HTTP {status}", status, body)
 
 
-async def _error_body(response: aiohttp.ClientResponse) -> bytes:
-    """An error answer's body, its first ``MAX_ERROR_BODY_BYTES`` (``read(n)`` returns what has
-    arrived, so it is read until the end or the limit)."""
-    body = bytearray()
-    while len(body) < MAX_ERROR_BODY_BYTES:
-        chunk = await response.content.read(MAX_ERROR_BODY_BYTES - len(body))
-        if not chunk:
-            break
-        body += chunk
-    return bytes(body)
-
-
-def _json_object(status: int, content: bytes) -> dict[str, Any]:
+def _json_object(content: bytes) -> dict[str, Any]:
     """A 200 answer's JSON object, or the ``UpstreamError`` that says what it was instead."""
-    if status != 200:
-        raise _status_error(status, content)
     try:
         parsed = orjson.loads(content)
     except orjson.JSONDecodeError:
