@@ -236,16 +236,16 @@ class Relay:
                         served.usage_prompt_tokens = usage["prompt_tokens"]
                     if piece is None:
                         continue
-                    if not got_any:
-                        got_any = True
-                        ticket.first_token(self.monotonic())
-                    generated.extend(piece.token_ids)
                     now = self.monotonic()
+                    generated.extend(piece.token_ids)
                     served.token_times.extend([now] * max(1, len(piece.token_ids)))
-                    ticket.progress(served.token_times[0], len(served.token_times), now)
                     if piece.finish_reason is not None:
                         served.finish_reason = piece.finish_reason
-                    yield piece
+                    yield piece  # the ledger's accounting after it: off the token's way out
+                    if not got_any:
+                        got_any = True
+                        ticket.first_token(now)
+                    ticket.progress(served.token_times[0], len(served.token_times), now)
                 self.ledger.mark_up(engine_id)
                 return
             except UpstreamError as exc:
