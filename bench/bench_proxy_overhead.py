@@ -10,8 +10,8 @@ and stopped at the end; with ``--engine echo`` the upstream is ``bench.echo_engi
 every 5 ms at no cost), which isolates the proxy's own work from the engine's noise. The
 proxy runs as its own process, policy pdroute (the embedded params' model decides every
 request in-process; the fleet has no prefill pool, so a disaggregated decision is served
-collocated, as counted). The baseline is ``bench.bare_relay``: the same uvicorn and aiohttp
-client forwarding bytes with no work of its own, the least any Python proxy adds. Each round
+collocated, as counted). The baseline is ``bench.bare_relay``: the same uvicorn and upstream
+client (``pdroute_proxy.http1``) forwarding bytes with no work of its own, the least any Python proxy adds. Each round
 sends one request directly, one through the relay and one through the proxy, in a rotating
 order, each with a fresh prompt, so all three see the same engine and the same noise; the table
 gives p50 and p99 of each pair, the added milliseconds (quantile minus quantile) and the ratio:

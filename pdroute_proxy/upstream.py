@@ -73,8 +73,9 @@ def timeouts(read_s: float, connect_s: float) -> Timeouts:
 
 def session(limit: int = 64, line_bytes: int = READ_BUFFER_BYTES) -> EngineClient:
     """The proxy's connections to the engines (opened in its lifespan, on the running loop):
-    ``limit`` kept-alive connections per engine at most, lines up to ``line_bytes`` (an event
-    with many tokens' logprobs stays one line). ``pdroute_proxy.http1`` says why not aiohttp."""
+    one per call in flight, ``limit`` at most kept alive per engine between calls, lines up to
+    ``line_bytes`` (an event with many tokens' logprobs stays one line).
+    ``pdroute_proxy.http1`` says why not aiohttp."""
     return EngineClient(max_line=line_bytes, limit_idle=limit)
 
 

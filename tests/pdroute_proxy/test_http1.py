@@ -15,9 +15,10 @@ class Server:
     """A loopback server answering each request with ``answer`` on kept-alive connections;
     counts connections and requests, and what each connection saw last."""
 
-    def __init__(self, answer: bytes, close_after: int | None = None) -> None:
+    def __init__(self, answer: bytes, close_after: int | None = None, drop_after: int | None = None) -> None:
         self.answer = answer
         self.close_after = close_after  # requests per connection before the server closes it
+        self.drop_after = drop_after  # requests answered per connection; the next is read, then closed
         self.connections = 0
         self.requests = 0
         self.eofs = 0
@@ -40,6 +41,8 @@ class Server:
                     if line.lower().startswith(b"content-length:"):
                         length = int(line.split(b":")[1])
                 self.bodies.append(await reader.readexactly(length))
+                if self.drop_after is not None and served >= self.drop_after:
+                    return  # read, never answered: as a server closing an idle connection meets it
                 self.requests += 1
                 writer.write(self.answer)
                 await writer.drain()
@@ -98,6 +101,30 @@ def test_a_connection_the_engine_closed_while_idle_is_replaced_without_an_error(
 
     server = asyncio.run(run())
     assert (server.connections, server.requests) == (3, 3)
+
+
+def test_a_kept_alive_connection_closed_before_any_answer_is_retried_once_on_a_fresh_one() -> None:
+    async def run() -> Server:
+        server = Server(OK, drop_after=1)
+        async with server as url, EngineClient(max_line=1024) as client:
+            for i in range(2):
+                response = await client.open("POST", url, b'{"n": %d}' % i, T)
+                async with response:
+                    assert await response.read() == b"{}"
+        return server
+
+    server = asyncio.run(run())
+    assert (server.connections, server.requests) == (2, 2)
+    assert server.bodies == [b'{"n": 0}', b'{"n": 1}', b'{"n": 1}']  # the second, sent twice
+
+
+def test_a_fresh_connection_closed_before_any_answer_is_not_retried() -> None:
+    async def run() -> None:
+        async with Server(OK, drop_after=0) as url, EngineClient(max_line=1024) as client:
+            await client.open("POST", url, b"{}", T)
+
+    with pytest.raises(Closed):
+        asyncio.run(run())
 
 
 def test_a_chunked_stream_comes_as_lines_and_its_headers_are_kept() -> None:
