@@ -5,18 +5,18 @@ request at a time).
     PDROUTE_ENGINES_VENV=/work/venvs/engines .venv/bin/python -m bench.bench_proxy_overhead \\
         [--requests 200] [--prompt-len 128] [--max-tokens 16] [--engine vllm|echo] [--engine-url URL]
 
-Without ``--engine-url`` a tiny collocated vLLM CPU engine is started on core 1 (localfleet)
-and stopped at the end; with ``--engine echo`` the upstream is ``bench.echo_engine`` (tokens
-every 5 ms at no cost), which isolates the proxy's own work from the engine's noise. The
-proxy runs as its own process, policy pdroute (the embedded params' model decides every
-request in-process; the fleet has no prefill pool, so a disaggregated decision is served
-collocated, as counted). The baseline is ``bench.bare_relay``: the same uvicorn and upstream
-client (``pdroute_proxy.http1``) forwarding bytes with no work of its own, the least any Python proxy adds. Each round
-sends one request directly, one through the relay and one through the proxy, in a rotating
-order, each with a fresh prompt, so all three see the same engine and the same noise; the table
-gives p50 and p99 of each pair, the added milliseconds (quantile minus quantile) and the ratio:
-proxy over direct (the bar: at most 1 ms added to the p99 TTFT), the relay over direct (the
-hop itself) and the proxy over the relay (its own work).
+Without ``--engine-url`` a tiny collocated vLLM CPU engine is started on core 1 (localfleet) and
+stopped at the end; with ``--engine echo`` the upstream is ``bench.echo_engine`` (tokens every 5
+ms at no cost), which isolates the proxy's own work from the engine's noise. The proxy runs as
+its own process, policy pdroute (the embedded params' model decides every request in-process;
+the fleet has no prefill pool, so a disaggregated decision is served collocated, as counted).
+The baseline is ``bench.bare_relay``: the same uvicorn and upstream client
+(``pdroute_proxy.http1``) forwarding bytes with no work of its own, the least any Python proxy
+adds. Each round sends one request directly, one through the relay and one through the proxy, in
+a rotating order, each with a fresh prompt, so all three see the same engine and the same noise;
+the table gives p50 and p99 of each pair, the added milliseconds (quantile minus quantile) and
+the ratio: proxy over direct (the bar: at most 1 ms added to the p99 TTFT), the relay over
+direct (the hop itself) and the proxy over the relay (its own work).
 """
 
 from __future__ import annotations
