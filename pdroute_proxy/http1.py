@@ -14,7 +14,8 @@ refused), ``timeout`` (no byte for ``read_s``), ``closed`` (the connection ended
 answer did) or ``protocol`` (not HTTP, or a line longer than allowed). A kept-alive connection
 the engine closed while it was idle is retried once on a fresh one, when it ended before any
 byte of the answer came back. Leaving a response before its end closes its connection, which
-is how an engine learns that its client went away (vLLM then aborts the request).
+is how an engine learns that its client went away (vLLM then aborts the request). A body
+with neither a length nor chunks ends with its connection, as HTTP/1.1 allows.
 """
 
 from __future__ import annotations
@@ -99,6 +100,7 @@ class _Connection(asyncio.Protocol):
         self.status = 0
         self.headers: dict[bytes, bytes] = {}  # names lowercased
         self.has_headers = False
+        self.until_eof = False  # the body ends with the connection (no length, not chunked)
         self.is_complete = False
         self.keep_alive = False
         self.got_bytes = False
@@ -128,6 +130,9 @@ class _Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.is_lost = True
+        if self.until_eof and exc is None and not self.is_complete:
+            self.is_complete = True  # its clean end is the body's end
+            self._wake()
         if not self.is_complete:
             self._fail(Closed(f"connection lost: {exc}" if exc else "connection closed by the engine"))
 
@@ -138,6 +143,10 @@ class _Connection(asyncio.Protocol):
     def on_headers_complete(self) -> None:
         self.status = self.parser.get_status_code()
         self.has_headers = True
+        self.until_eof = (
+            b"content-length" not in self.headers
+            and b"chunked" not in self.headers.get(b"transfer-encoding", b"").lower()
+        )
 
     def on_body(self, body: bytes) -> None:
         self.buffer += body

@@ -140,6 +140,25 @@ def test_a_chunked_stream_comes_as_lines_and_its_headers_are_kept() -> None:
     assert kind == b"text/event-stream"
 
 
+def test_a_body_without_a_length_ends_with_its_connection() -> None:
+    async def run() -> tuple[list[bytes], Server]:
+        server = Server(
+            b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\ndata: 1\n\n", close_after=1
+        )
+        async with server as url, EngineClient(max_line=1024) as client:
+            response = await client.open("POST", url, b"{}", T)
+            async with response:
+                lines = [line async for line in response.lines()]
+            response = await client.open("POST", url, b"{}", T)  # not reused: a fresh connection
+            async with response:
+                assert await response.read() == b"data: 1\n\n"
+        return lines, server
+
+    lines, server = asyncio.run(run())
+    assert lines == [b"data: 1\n", b"\n"]
+    assert server.connections == 2
+
+
 def test_a_line_longer_than_allowed_is_malformed() -> None:
     async def run() -> None:
         server = Server(_chunked(b"data: " + b"x" * 5000 + b"\n\n"))
