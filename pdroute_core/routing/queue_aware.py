@@ -658,11 +658,8 @@ class QueueAwareModel:
                 pool_on_time = obj.on_time(dis.queued, ttft_slo)
                 if x.decode_pending_prefill_tokens == 0:  # reported: the pool is its only source
                     pool_on_time = 1.0
-                budget_c = (
-                    obj.on_time(col.tpot.step + col.tpot.pending, tpot_slo)
-                    * obj.serves(v.colloc_feasible_routes)
-                    * budget_c
-                )
+                colloc_on_time = obj.on_time(col.tpot.step + col.tpot.pending, tpot_slo)
+                budget_c = colloc_on_time * obj.serves(v.colloc_feasible_routes) * budget_c
                 budget_d = pool_on_time * (q * dis.prefill / (G * ttft_slo)) + obj.on_time(
                     dis.tpot.step + dis.tpot.pending, tpot_slo
                 ) * obj.serves(v.decode_feasible_routes) * (Bd * slower / tpot_slo)
@@ -679,6 +676,10 @@ class QueueAwareModel:
                 # Neither with victims in time, the pool late: where it is later, the resource
                 # further from recovering (the other recovers first); else ties collocate.
                 is_disagg = dis.ttft > col.ttft
+            elif self.is_goodput and budget_d == budget_c and colloc_on_time == 1.0:
+                # No victim either way now, both on time: prefill it where only prefills wait.
+                # Its chunks would hold the GPU every request decodes on for its whole prefill.
+                is_disagg = True
         ttft, ratio = (dis.ttft, late_d) if is_disagg else (col.ttft, late_c)
         head = (
             DISAGGREGATED if is_disagg else COLLOCATED,
@@ -725,15 +726,13 @@ class QueueAwareModel:
         budget_d = q * dis.prefill / (G * ttft_slo) + Bd * slower / tpot_slo
         spares = np.zeros(L.shape, dtype=bool)  # goodput: collocation would make its decodes late
         sink = np.zeros(L.shape, dtype=bool)  # goodput: budgets tie with the pool late
+        spare_gpu = np.zeros(L.shape, dtype=bool)  # goodput: they tie, both on time
         later = dis.ttft > col.ttft
         if self.is_goodput:
             pool_on_time = obj.on_time_many(dis.queued, ttft_slo)
             pool_on_time = np.where(cols.optional["decode_pending_prefill_tokens"] == 0.0, 1.0, pool_on_time)
-            budget_c = (
-                obj.on_time_many(col.tpot.step + col.tpot.pending, tpot_slo)
-                * obj.serves_many(v.colloc_feasible_routes)
-                * budget_c
-            )
+            colloc_on_time = obj.on_time_many(col.tpot.step + col.tpot.pending, tpot_slo)
+            budget_c = colloc_on_time * obj.serves_many(v.colloc_feasible_routes) * budget_c
             budget_d = pool_on_time * (q * dis.prefill / (G * ttft_slo)) + obj.on_time_many(
                 dis.tpot.step + dis.tpot.pending, tpot_slo
             ) * obj.serves_many(v.decode_feasible_routes) * (Bd * slower / tpot_slo)
@@ -742,7 +741,9 @@ class QueueAwareModel:
                 * obj.serves_many(v.colloc_feasible_routes)
                 * (v.pending_prefill_requests * col.own / ttft_slo)
             )
-            sink = (budget_d == budget_c) & (pool_on_time == 0.0)  # decide's tie rule
+            tie = budget_d == budget_c  # decide's tie rules
+            sink = tie & (pool_on_time == 0.0)
+            spare_gpu = tie & (pool_on_time != 0.0) & (colloc_on_time == 1.0)
             ahead = col.chunk * v.pending_prefill_tokens / col.chunk_tokens + col.ahead_ms
             past_slack = chunks * D + ahead > v.colloc_tpot_slack_ms
             ok_c = ok_c & (ok_d | ~past_slack)  # decide: only collocation, at a decode's target
@@ -750,7 +751,8 @@ class QueueAwareModel:
         both, meets = ok_c & ok_d, ok_c | ok_d
         spared = both & spares
         by_cost = by_cost | spared
-        is_disagg = np.where(both, by_cost, np.where(meets, ok_d, np.where(sink, later, budget_d < budget_c)))
+        by_budget = np.where(sink, later, spare_gpu | (budget_d < budget_c))
+        is_disagg = np.where(both, by_cost, np.where(meets, ok_d, by_budget))
         # The component favouring the chosen path most, the first of the largest (decide's loop).
         diffs = (
             np.where(by_cost, col.backlog - dis.wait, dis.wait - col.backlog),

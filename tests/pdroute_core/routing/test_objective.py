@@ -248,11 +248,13 @@ def test_goodput_with_no_victims_in_time_anywhere_goes_where_it_is_later() -> No
     backlog = dataclasses.replace(both, pending_prefill_tokens=150_000)
     c = goodput.decide(backlog)
     assert c.ttft_collocated_ms > c.ttft_disaggregated_ms and c.decision == "collocated"
-    # With a pool still in time, ties collocate as before (nothing to recover from there).
+    # With the pool and the collocation GPU both in time and no victim either way, the prompt is
+    # prefilled on the pool: its chunks would hold the GPU every request decodes on.
     idle = RouteInputs(8192, 200, 0, 0, 512, ttft_slo_ms=100.0, tpot_slo_ms=50.0)
     d = goodput.decide(idle)
     assert not d.meets_slo and d.prefill_wait_ms == 0.0
-    assert d.decision == "collocated"
+    assert d.decision == "disaggregated" and d.reason == "slo_none_feasible"
+    assert qa_model().decide(idle).decision == "collocated"  # latency: ties collocate
 
 
 @settings(max_examples=60, deadline=None)
