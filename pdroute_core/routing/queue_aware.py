@@ -164,9 +164,14 @@ victim counts. Under ``goodput``:
   ``decode_feasible_routes`` 0; not reported, it does), its share is 0. And when the budgets
   then tie with the pool's wait past the target (no resource with victims still in time), the
   request goes where it is predicted later: to the resource further from recovering, so that
-  the other recovers first (ties otherwise collocate). Without that, a pool pushed past the
-  target by a burst took every late request from then on and never recovered, while GPUs
-  serving only late requests still counted their decodes (docs/decision-model.md);
+  the other recovers first. Without that, a pool pushed past the target by a burst took every
+  late request from then on and never recovered, while GPUs serving only late requests still
+  counted their decodes (docs/decision-model.md). When they tie with the pool and the
+  collocation GPU's steps both on time (typically nobody to harm on either side: a prompt
+  whose own prefill is past the TTFT target, at light load), it is prefilled on the pool: its
+  chunks would hold for its whole prefill the GPU every request decodes on, and a prefill GPU
+  only queues prefills (on real engines, collocating such prompts stalled the next arrivals'
+  decodes for seconds: docs/proxy.md). Other ties collocate;
 
 Every answer also says how late the chosen path is predicted to be (``predicted_lateness_ms``)
 and what a gateway should do with it (``admission``).
