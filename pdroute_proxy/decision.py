@@ -61,16 +61,11 @@ class Choice:
     reason: str  # the model's reason code, or one of RULE_REASONS
     decided_by: str  # the model's name, or rule:<policy>
     inputs: RouteInputs
-    source_of: Callable[[], dict[str, str]]  # computed when asked (see ``sources``)
+    sources: dict[str, str]  # input field -> PROXY, REQUEST, ASSUMED or scrape:<engine id>
     predicted_ttft_ms: float | None = None
     predicted_e2e_ms: float | None = None
     admission: str | None = None  # the queue-aware model's advice: admit, defer or shed
     predicted_lateness_ms: float = 0.0  # its chosen path's TTFT past the target (ms)
-
-    @property
-    def sources(self) -> dict[str, str]:
-        """Input field -> ``PROXY``, ``REQUEST``, ``ASSUMED`` or ``scrape:<engine id>``."""
-        return self.source_of()
 
 
 def _rule_reason(policy: str, view: RouteView, path: Decision, settings: ProxySettings) -> str:
@@ -122,23 +117,25 @@ class Decider:
 
     def inputs(
         self, prompt_len: int, output_len: int, decode_id: str, prefill_ids: tuple[str, ...]
-    ) -> tuple[RouteInputs, Callable[[], dict[str, str]]]:
-        """The model's inputs for a request bound for ``decode_id``, and a function that gives
-        each one's source (called off the request's path: only ``GET /decisions`` shows them)."""
+    ) -> tuple[RouteInputs, dict[str, str]]:
+        """The model's inputs for a request bound for ``decode_id``, and each one's source."""
         now = self.monotonic()
         values: dict[str, float | None] = {}
-        filled = None
+        sources: dict[str, str] = {"prompt_len": REQUEST, "predicted_output_len": REQUEST}
         if self.scraper is not None:
+            snapshot = self.scraper.snapshot
             filled = cached_fill(
-                self.scraper.snapshot,
+                snapshot,
                 Targets(decode=decode_id, colloc=decode_id),
                 now,
                 self.settings.engines_stale_s,
                 CAPS,
             )
-            for name, value in filled.values.items():
-                if not name.startswith("prefill_"):  # the pool's queue: the proxy's own is exact and fresher
-                    values[name] = value
+            for name, source in filled.sources(now).items():
+                if name.startswith("prefill_"):
+                    continue  # the pool's queue: the proxy's own accounting below is exact and fresher
+                values[name] = filled.values[name]
+                sources[name] = f"scrape:{source['endpoint']}"
         load = self.ledger.load(decode_id)
         pool = self.ledger.pool_view(prefill_ids, now)
         rate = load.prefill_rate(now)  # not the scrape's counter (pdroute_proxy.ledger says why)
@@ -165,7 +162,9 @@ class Decider:
         for name in ("system_load", "decode_batch_size"):
             if name not in values:
                 own[name] = load.decoding
-        values.update(own)
+        for name, value in own.items():
+            values[name] = value
+            sources[name] = PROXY
         fields: dict[str, Any] = {
             k: v if v is None or FIELDS[k].kind == "float" else int(v) for k, v in values.items()
         }
@@ -179,18 +178,8 @@ class Decider:
             tpot_slo_ms=self.settings.default_tpot_slo_ms,
             **fields,
         )
-
-        def sources() -> dict[str, str]:
-            out = {"prompt_len": REQUEST, "predicted_output_len": REQUEST}
-            if filled is not None:
-                for name, source in filled.sources(now).items():
-                    if not name.startswith("prefill_"):
-                        out[name] = f"scrape:{source['endpoint']}"
-            out.update(dict.fromkeys(own, PROXY))
-            for name in inputs.missing():
-                out.setdefault(name, ASSUMED)
-            return out
-
+        for name in inputs.missing():
+            sources.setdefault(name, ASSUMED)
         return inputs, sources
 
     def decide(

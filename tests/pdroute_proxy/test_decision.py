@@ -51,8 +51,7 @@ def test_inputs_come_from_the_scrape_and_the_proxys_own_accounting(
     ticket = d.ledger.decode_ticket("d0", 300)  # sent, not yet prefilled
     running = d.ledger.prefill_ticket("p0", 700)
     queued = d.ledger.prefill_ticket("p0", 900)
-    inputs, sources_of = d.inputs(1000, 50, "d0", ("p0",))
-    sources = sources_of()
+    inputs, sources = d.inputs(1000, 50, "d0", ("p0",))
     assert (inputs.system_load, inputs.decode_batch_size, inputs.decode_context_tokens) == (5, 5, 4000)
     assert sources["system_load"] == sources["decode_context_tokens"] == "scrape:d0"
     assert (inputs.pending_prefill_tokens, inputs.decode_pending_prefill_tokens) == (300, 300)
@@ -81,8 +80,7 @@ def test_the_pending_prompts_and_their_mean_prefix_count_each_prompt_whole_until
     d = decider(tmp_path, queue_aware_params_file, readings={})
     assert d.inputs(10, 5, "d0", ())[0].pending_prefill_prefix_tokens == 0.0
     short, long = d.ledger.decode_ticket("d0", 1000), d.ledger.decode_ticket("d0", 3000)
-    inputs, sources_of = d.inputs(10, 5, "d0", ())
-    sources = sources_of()
+    inputs, sources = d.inputs(10, 5, "d0", ())
     # 1,000 tokens at 500 on average and 3,000 at 1,500: (1,000^2 + 3,000^2) / (2 * 4,000).
     assert (inputs.pending_prefill_prefix_tokens, inputs.pending_prefill_requests) == (1250.0, 2)
     assert sources["pending_prefill_prefix_tokens"] == sources["pending_prefill_requests"] == "proxy"
@@ -104,8 +102,7 @@ def test_without_a_fresh_scrape_the_decodes_are_the_proxys_count(
     d = decider(tmp_path, queue_aware_params_file, readings={"d0": stale})
     for _ in range(3):
         d.ledger.decode_ticket("d0", 10).first_token(9.9)
-    inputs, sources_of = d.inputs(100, 10, "d0", ("p0",))
-    sources = sources_of()
+    inputs, sources = d.inputs(100, 10, "d0", ("p0",))
     assert (inputs.system_load, sources["system_load"]) == (3, "proxy")
     assert sources["decode_context_tokens"] == "assumed"
 
@@ -124,8 +121,7 @@ def test_the_prefill_rate_is_what_the_proxy_prefilled_not_the_engines_prompt_cou
     d.ledger.decode_ticket("d0", 2000).first_token(9.9)
     d.ledger.decode_ticket("d0", 1).first_token(9.95)  # prompt + first token, its KV loaded
     d.ledger.decode_ticket("d0", 700)  # sent, not yet prefilled: pending, not in the rate
-    inputs, sources_of = d.inputs(100, 10, "d0", ("p0",))
-    sources = sources_of()
+    inputs, sources = d.inputs(100, 10, "d0", ("p0",))
     assert inputs.colloc_prefill_tokens_per_s == inputs.decode_prefill_tokens_per_s == 3001 / 2.0
     assert sources["colloc_prefill_tokens_per_s"] == sources["decode_prefill_tokens_per_s"] == "proxy"
     assert inputs.pending_prefill_tokens == 700
@@ -195,8 +191,7 @@ def test_the_decision_reads_how_long_the_running_prefill_has_run(
     d.ledger.clock = lambda: 9.7  # the running prefill started 300 ms before the decision at 10.0
     d.ledger.prefill_ticket("p0", 2000)
     d.ledger.prefill_ticket("p0", 2000)
-    inputs, sources_of = d.inputs(1000, 50, "d0", ("p0",))
-    sources = sources_of()
+    inputs, sources = d.inputs(1000, 50, "d0", ("p0",))
     assert inputs.prefill_running_elapsed_ms == pytest.approx(300.0)
     assert sources["prefill_running_elapsed_ms"] == "proxy"
     idle = decider(tmp_path, queue_aware_params_file, readings={})
@@ -253,8 +248,7 @@ def test_the_decision_reads_the_least_tpot_slack_when_a_tpot_target_is_set(
     t.first_token(9.9)
     t.progress(9.9, 1, 9.9)
     t.progress(9.9, 2, 9.95)  # one 50 ms step
-    inputs, sources_of = d.inputs(1000, 50, "d0", ("p0",))  # at 10.0
-    sources = sources_of()
+    inputs, sources = d.inputs(1000, 50, "d0", ("p0",))  # at 10.0
     assert inputs.colloc_tpot_slack_ms == pytest.approx(1000 - 100 - 9 * 50)
     assert sources["colloc_tpot_slack_ms"] == "proxy"
     untargeted = decider(tmp_path, queue_aware_params_file, readings={})
@@ -271,8 +265,7 @@ def test_the_decision_reads_the_requests_sent_expected_in_time_when_a_ttft_targe
     late: list[float] = []
     d.ledger.route("d0", 9.5, False, late)  # not expected in time, no token yet
     d.ledger.route("d1", 9.5, True, [])
-    inputs, sources_of = d.inputs(1000, 50, "d0", ("p0",))  # at 10.0: both within two seconds
-    sources = sources_of()
+    inputs, sources = d.inputs(1000, 50, "d0", ("p0",))  # at 10.0: both within two seconds
     assert (inputs.colloc_feasible_routes, inputs.decode_feasible_routes) == (1, 1)
     assert sources["colloc_feasible_routes"] == sources["decode_feasible_routes"] == "proxy"
     late.append(9.9)  # its first token 400 ms after it was sent: within the 500 ms target
