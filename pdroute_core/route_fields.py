@@ -296,6 +296,10 @@ ROUTE_CHOICES: tuple[RouteChoice, ...] = (
 CHOICES: dict[str, RouteChoice] = {c.name: c for c in ROUTE_CHOICES}
 
 FIELDS: dict[str, RouteField] = {f.name: f for f in ROUTE_FIELDS}
+# The window of the recent prefill rates and routes a gateway reports (``*_prefill_tokens_per_s``,
+# ``*_feasible_routes``), ms: long enough to hold several prompts' chunks at moderate load, short
+# enough to follow load changes within a request's decode (a few seconds).
+RECENT_WINDOW_MS = 2000.0
 FIELD_NAMES = tuple(FIELDS)
 # The design's five inputs: every model reads them, and ``RouteInputs`` always holds them.
 DESIGN_INPUTS = FIELD_NAMES[:5]

@@ -41,9 +41,9 @@ from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from solver.sim.batching_gpu import PREFILL_RATE_WINDOW_MS
+from pdroute_core.route_fields import RECENT_WINDOW_MS
 
-RATE_WINDOW_S = PREFILL_RATE_WINDOW_MS / 1000.0  # the prefill rate's window: the simulated gateway's
+RATE_WINDOW_S = RECENT_WINDOW_MS / 1000.0  # the prefill rate's window: the simulated gateway's
 PACE_GAPS = 64  # gaps between tokens a decode engine's pace is the median of
 
 

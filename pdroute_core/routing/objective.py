@@ -47,6 +47,7 @@ from typing import Literal
 
 import numpy as np
 
+from pdroute_core.route_fields import RECENT_WINDOW_MS
 from pdroute_core.routing.types import FloatArray
 
 Objective = Literal["latency", "goodput"]
@@ -92,6 +93,17 @@ def serves(feasible_routes: float) -> float:
 def serves_many(feasible_routes: FloatArray) -> FloatArray:
     """``serves`` of each element."""
     return np.where(feasible_routes == 0.0, 0.0, 1.0)
+
+
+def arrivals(feasible_routes: float, during_ms: float) -> float:
+    """The requests expected at a GPU over the next ``during_ms``: its routes of the gateway's
+    window as a rate. 0 when not reported."""
+    return 0.0 if math.isnan(feasible_routes) else feasible_routes * during_ms / RECENT_WINDOW_MS
+
+
+def arrivals_many(feasible_routes: FloatArray, during_ms: FloatArray) -> FloatArray:
+    """``arrivals`` of each element."""
+    return np.where(np.isnan(feasible_routes), 0.0, feasible_routes * during_ms / RECENT_WINDOW_MS)
 
 
 def prefills_locally(decode_pending_tokens: float) -> float:

@@ -676,6 +676,11 @@ class QueueAwareModel:
                     * obj.serves(v.colloc_feasible_routes)
                     * (v.pending_prefill_requests * col.own / ttft_slo)
                 )
+                # The decodes that will join the collocation GPU while its chunks hold it (the
+                # GPU's recent routes in time as a rate), each delayed by half its chunks on average.
+                budget_c += colloc_on_time * (
+                    obj.arrivals(v.colloc_feasible_routes, col.own) * (0.5 * chunks / tpot_slo)
+                )
             is_disagg, reason, meets = budget_d < budget_c, REASON_SLO_NONE, False
             if self.is_goodput and budget_d == budget_c and pool_on_time == 0.0:
                 # Neither with victims in time, the pool late: where it is later, the resource
@@ -745,6 +750,9 @@ class QueueAwareModel:
                 obj.on_time_many(col.backlog, ttft_slo)
                 * obj.serves_many(v.colloc_feasible_routes)
                 * (v.pending_prefill_requests * col.own / ttft_slo)
+            )
+            budget_c = budget_c + colloc_on_time * (
+                obj.arrivals_many(v.colloc_feasible_routes, col.own) * (0.5 * chunks / tpot_slo)
             )
             tie = budget_d == budget_c  # decide's tie rules
             sink = tie & (pool_on_time == 0.0)

@@ -57,6 +57,7 @@ from heapq import heappop, heappush
 import numpy as np
 
 from solver.sim.extrapolation import decode_steps_beyond
+from pdroute_core.route_fields import RECENT_WINDOW_MS
 from solver.sim.kv_pool import KvPool, head_blocks, make_room
 from solver.sim.latency import StepLatency
 
@@ -66,10 +67,8 @@ from solver.sim.latency import StepLatency
 MIN_RUN_STEPS = 8
 MAX_RUN_STEPS = 4096
 PY_RUN_STEPS = 16
-# The window over which a GPU's recent prefill rate is measured for the gateway's view (ms): long
-# enough to hold several prompts' chunks at moderate load, short enough to follow load changes
-# within a request's decode (a few seconds).
-PREFILL_RATE_WINDOW_MS = 2000.0
+# The window over which a GPU's recent prefill rate is measured for the gateway's view (ms).
+PREFILL_RATE_WINDOW_MS = RECENT_WINDOW_MS
 
 
 class BatchingGpu:

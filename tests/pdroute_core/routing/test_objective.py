@@ -257,6 +257,27 @@ def test_goodput_with_no_victims_in_time_anywhere_goes_where_it_is_later() -> No
     assert qa_model().decide(idle).decision == "collocated"  # latency: ties collocate
 
 
+def test_goodput_counts_the_decodes_that_will_join_the_gpu_during_a_long_prefill() -> None:
+    goodput = goodput_of(qa_model())
+    # A prompt no path serves in time (its prefill alone past the TTFT target), one decode
+    # running on the GPU it would be chunked on, one prompt queued on the pool.
+    x = RouteInputs(
+        60_000, 24, 1, 1, 512, prefill_queue_requests=1, prefill_pool_gpus=1,
+        ttft_slo_ms=1000.0, tpot_slo_ms=50.0, decode_pending_prefill_tokens=0,
+    )  # fmt: skip
+    quiet = goodput.decide(x)
+    assert not quiet.meets_slo and quiet.decision == "collocated"  # one decode beside it
+    # The gateway sent that GPU 8 requests in time over its window: about 5 will arrive during
+    # the 1.3 s prefill, each stalled behind its chunks. On the pool it delays one queued prompt.
+    busy = goodput.decide(dataclasses.replace(x, colloc_feasible_routes=8, decode_feasible_routes=8))
+    assert not busy.meets_slo and busy.ttft_collocated_ms > 1000.0
+    assert busy.decision == "disaggregated" and busy.reason == "slo_none_feasible"
+    # Fewer recent arrivals: the one queued prompt weighs more.
+    assert goodput.decide(dataclasses.replace(x, colloc_feasible_routes=2)).decision == "collocated"
+    # Under latency, recent routes change nothing.
+    assert qa_model().decide(dataclasses.replace(x, colloc_feasible_routes=8)).decision == "collocated"
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.lists(route_inputs_st, min_size=1, max_size=40), st.sampled_from(OBJECTIVES))
 def test_decide_many_equals_decide_bit_for_bit_under_each_objective(
