@@ -56,8 +56,8 @@ from heapq import heappop, heappush
 
 import numpy as np
 
-from solver.sim.extrapolation import decode_steps_beyond
 from pdroute_core.route_fields import RECENT_WINDOW_MS
+from solver.sim.extrapolation import decode_steps_beyond
 from solver.sim.kv_pool import KvPool, head_blocks, make_room
 from solver.sim.latency import StepLatency
 
