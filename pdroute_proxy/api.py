@@ -73,12 +73,17 @@ class DisconnectWatch:
         self.watcher = asyncio.get_running_loop().create_task(self._watch())
 
     async def _watch(self) -> None:
-        while True:
-            message = await self.receive()
-            if message["type"] == "http.disconnect":
-                self.is_gone = True
-                self.task.cancel()
-                return
+        try:
+            while True:
+                message = await self.receive()
+                if message["type"] == "http.disconnect":
+                    self.is_gone = True
+                    self.task.cancel()
+                    return
+        except asyncio.CancelledError:
+            # Stopped: end quietly. A task ended by its cancellation keeps the error, whose
+            # traceback holds this frame and so this task: a cycle per request for the collector.
+            return
 
     def stop(self) -> None:
         self.watcher.cancel()

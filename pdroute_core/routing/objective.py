@@ -15,7 +15,9 @@ Objectives:
   pool's predicted wait (with the decode engine's first steps) is within the TTFT target, and the
   prompts pending on the collocation GPU while their wait is within it, where the decode GPU has
   local prefill work of its own (``prefills_locally``: one GPU for both paths): like the pool's
-  queue, they stand for the prompts that will queue behind this one there. A pool whose wait
+  queue, they stand for the prompts that will queue behind this one there; and the decodes that
+  will join the collocation GPU while this prompt is chunked on it, at the rate the gateway sent
+  it requests in time lately (``arrivals``). A pool whose wait
   alone is past the target cannot lose more goodput by one more late request: the late ones go
   there, and the GPUs that still serve in time keep doing so; unless the gateway reports that the
   decode GPU has no prompts of its own to prefill (``decode_pending_prefill_tokens`` 0: a decode

@@ -166,7 +166,14 @@ victim counts. Under ``goodput``:
   request goes where it is predicted later: to the resource further from recovering, so that
   the other recovers first. Without that, a pool pushed past the target by a burst took every
   late request from then on and never recovered, while GPUs serving only late requests still
-  counted their decodes (docs/decision-model.md). When they tie with the pool and the
+  counted their decodes (docs/decision-model.md). The collocation GPU's budget also counts the
+  decodes that will join it while this prompt's chunks hold it, as the pool's queue stands for
+  the prompts that will queue behind it there: the gateway's recent routes in time to that GPU
+  (``colloc_feasible_routes``, over ``RECENT_WINDOW_MS``) as a rate over its prefill there,
+  ``col.own``, each delayed by half its chunks' delay on average,
+  ``+ arrivals * 0.5 * (u f / c_B + A) / (D tpot_slo)`` (not reported: none; on a fleet whose
+  every request decodes on that GPU, collocating hopeless long prompts on it for the decodes
+  running now alone stalled the next arrivals for seconds: docs/proxy.md). When they tie with the pool and the
   collocation GPU's steps both on time (typically nobody to harm on either side: a prompt
   whose own prefill is past the TTFT target, at light load), it is prefilled on the pool: its
   chunks would hold for its whole prefill the GPU every request decodes on, and a prefill GPU
