@@ -4,6 +4,7 @@ that ends first stops the watch, which then ends quietly (no error kept, no cycl
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Any
 
 from pdroute_proxy.api import DisconnectWatch
@@ -24,10 +25,8 @@ def test_a_disconnect_cancels_the_request() -> None:
         await asyncio.sleep(0)
         watch = DisconnectWatch(receive, task)
         gone.set()
-        try:
+        with contextlib.suppress(asyncio.CancelledError):
             await task
-        except asyncio.CancelledError:
-            pass
         return watch.is_gone, task.cancelled()
 
     assert asyncio.run(scenario()) == (True, True)
