@@ -123,9 +123,8 @@ class Decider:
         values: dict[str, float | None] = {}
         sources: dict[str, str] = {"prompt_len": REQUEST, "predicted_output_len": REQUEST}
         if self.scraper is not None:
-            snapshot = self.scraper.snapshot
             filled = cached_fill(
-                snapshot,
+                self.scraper.snapshot,
                 Targets(decode=decode_id, colloc=decode_id),
                 now,
                 self.settings.engines_stale_s,
@@ -162,9 +161,8 @@ class Decider:
         for name in ("system_load", "decode_batch_size"):
             if name not in values:
                 own[name] = load.decoding
-        for name, value in own.items():
-            values[name] = value
-            sources[name] = PROXY
+        values.update(own)
+        sources.update(dict.fromkeys(own, PROXY))
         fields: dict[str, Any] = {
             k: v if v is None or FIELDS[k].kind == "float" else int(v) for k, v in values.items()
         }

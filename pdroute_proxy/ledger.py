@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 
 from pdroute_core.route_fields import RECENT_WINDOW_MS
 
-RATE_WINDOW_S = RECENT_WINDOW_MS / 1000.0  # the prefill rate's window: the simulated gateway's
+RATE_WINDOW_S = RECENT_WINDOW_MS / 1000.0  # the window of the rates and routes the model reads
 PACE_GAPS = 64  # gaps between tokens a decode engine's pace is the median of
 
 
