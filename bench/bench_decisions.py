@@ -187,6 +187,7 @@ class Bench:
             mixed,
             max_num_batched_tokens=max(self.latency.max_chunk, 256),
             allow_extrapolation=args.allow_extrapolation,
+            prefill_batch_tokens=args.prefill_batch_tokens,
         )
         params = params_for(profile_name, self.profile)
         self.model = AnalyticalCostModel(params)
@@ -372,6 +373,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tpot-slo-ms", type=float, default=50.0)
     parser.add_argument("--top-scale", type=float, default=1.0, help="the highest load over the top rate")
     parser.add_argument("--shed", action="store_true", help="drop requests a policy answers to shed")
+    parser.add_argument(
+        "--prefill-batch-tokens",
+        type=int,
+        default=0,
+        help="a prefill GPU's token budget per pass: the waiting prompts that fit share it, as on "
+        "vLLM (0: one prompt a pass)",
+    )
     parser.add_argument(
         "--objective", default=LATENCY, choices=OBJECTIVES, help="the queue-aware model's objective"
     )

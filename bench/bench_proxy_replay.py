@@ -3,7 +3,7 @@ several loads, repeated; goodput, SLO attainment, TTFT/TPOT p50/p99, share disag
 
     PDROUTE_ENGINES_VENV=/work/venvs/engines nice -n 10 .venv/bin/python -m bench.bench_proxy_replay \\
         [--model heavy] [--trace poisson|azure] [--loads 0.4,0.9,1.5] [--requests 40] [--repeats 2] \\
-        [--policies pdroute,collocated,disaggregated,threshold,threshold-queue] \\
+        [--policies pdroute,collocated,disaggregated,threshold,threshold-queue,pdroute-one-prompt-step] \\
         [--ttft-slo-ms 1500] [--tpot-slo-ms 60] [--json out.json] [--decisions DIR]
 
 The fleet is localfleet's prefill + decode pair (one core each, ExampleConnector). The params
@@ -12,8 +12,10 @@ same run) unless ``--params`` names a file. A trace is Poisson arrivals with log
 or the first requests of the Azure conversation trace, its lengths rescaled to this fleet
 (``--azure-csv``); every load replays the same requests with the time axis scaled. Each
 request's prompt is fresh (random token ids), so no prefix cache hides a prefill. Policies run
-in a rotated order per repeat, the KV folder is wiped between runs. A request meets its SLO when
-its TTFT and its TPOT are within the targets; goodput counts those per second of the run.
+in a rotated order per repeat, the KV folder is wiped between runs. The proxy is told p0's token
+budget per step (``PDROUTE_PREFILL_STEP_TOKENS``); ``pdroute-one-prompt-step`` is pdroute without
+it. A request meets its SLO when its TTFT and its TPOT are within the targets; goodput counts
+those per second of the run.
 """
 
 from __future__ import annotations
@@ -39,6 +41,9 @@ from solver.sim.workload import LengthDistribution, Workload, poisson_workload
 
 AZURE_CSV = Path("/work/shared/data/azure-llm-trace/AzureLLMInferenceTrace_conv.csv")
 THRESHOLD_TOKENS = 512
+# A policy named with this suffix runs without PDROUTE_PREFILL_STEP_TOKENS: pdroute as before it
+# knew that p0 puts several prompts in a step (the same run's baseline for that input).
+ONE_PROMPT_STEP = "-one-prompt-step"
 
 
 def workload(args: argparse.Namespace) -> Workload:
@@ -162,6 +167,7 @@ def main() -> int:
         EngineSpec("p0", shape, core=0, role="prefill", kv_cache_bytes=256 * 2**20),
         EngineSpec("d0", shape, core=1, role="decode", kv_cache_bytes=256 * 2**20),
     ]
+    prefill_budget = specs[0].token_budget  # p0's step: every waiting prompt that fits it
     fleet = Fleet.start(specs, run_dir=tmp / "fleet")
     print(f"fleet p0 + d0 ({shape.name}) healthy in {fleet.start_s:.1f} s", flush=True)
     runs: list[dict[str, Any]] = []
@@ -204,7 +210,7 @@ def main() -> int:
                 order = policies[r % len(policies) :] + policies[: r % len(policies)]
                 for policy in order:
                     env = {
-                        "PDROUTE_POLICY": policy,
+                        "PDROUTE_POLICY": policy.removesuffix(ONE_PROMPT_STEP),
                         "PDROUTE_PARAMS_PATH": str(params_path),
                         "PDROUTE_KV_BLOCK_SIZE": str(BLOCK_SIZE),
                         "PDROUTE_THRESHOLD_TOKENS": str(THRESHOLD_TOKENS),
@@ -215,6 +221,8 @@ def main() -> int:
                         "PDROUTE_PREFILL_TIMEOUT_S": "120",
                         "PDROUTE_READ_TIMEOUT_S": "120",
                     }
+                    if not policy.endswith(ONE_PROMPT_STEP):
+                        env["PDROUTE_PREFILL_STEP_TOKENS"] = str(prefill_budget)
                     proxy = ProxyProcess(engines, tmp / f"proxy-{policy}-{rate}-{r}.log", **env)
                     try:
                         rng = random.Random(hash((policy, rate, r)) & 0xFFFFFFFF)
@@ -229,7 +237,7 @@ def main() -> int:
                         fleet.wipe_kv()
                     runs.append({"policy": policy, "load": rate, "repeat": r, **figures})
                     print(
-                        f"  {policy:<16} load {rate:4.2f} repeat {r}: "
+                        f"  {policy:<24} load {rate:4.2f} repeat {r}: "
                         + " ".join(f"{k} {v:.3g}" for k, v in figures.items()),
                         flush=True,
                     )
@@ -255,7 +263,7 @@ def table(runs: list[dict[str, Any]], policies: list[str], loads: list[float]) -
         "fallbacks",
         "lost",
     )
-    print(f"\n{'load':>5} {'policy':<16} " + " ".join(f"{k:>20}" for k in keys))
+    print(f"\n{'load':>5} {'policy':<24} " + " ".join(f"{k:>20}" for k in keys))
     for rate in loads:
         for policy in policies:
             mine = [x for x in runs if x["policy"] == policy and x["load"] == rate]
@@ -264,7 +272,7 @@ def table(runs: list[dict[str, Any]], policies: list[str], loads: list[float]) -
                 values = [x[k] for x in mine]
                 mid = statistics.mean(values)
                 cells.append(f"{mid:10.3g} [{min(values):.3g}-{max(values):.3g}]".rjust(20))
-            print(f"{rate:5.2f} {policy:<16} " + " ".join(cells))
+            print(f"{rate:5.2f} {policy:<24} " + " ".join(cells))
     print("(mean [min-max] over repeats; goodput in requests/s meeting both targets; ms otherwise)")
 
 

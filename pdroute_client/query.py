@@ -56,6 +56,8 @@ class RouteQuery:
     prefill_cached_prompt_tokens: int | None = None  # prompt tokens in the prefill GPU's prefix cache
     pending_prefill_prefix_tokens: float | None = None  # mean prefix under the pending prompt tokens there
     pending_prefill_requests: int | None = None  # prompts pending prefill on the collocation GPU
+    prefill_arrival_tokens_per_s: float | None = None  # prompt tokens/s sent to the prefill pool lately
+    prefill_step_tokens: int | None = None  # the prefill engines' token budget per step
     objective: str | None = None  # latency or goodput; the service's setting when None
     request_id: str | None = None
 

@@ -11,7 +11,8 @@ compare each declared class with this table field by field.
 or a ``Default`` expression of other fields (``colloc_context_tokens``: the running decodes
 each with this prompt's context, ``system_load * prompt_len``), or ``None`` where the model
 reads "not reported" as such (``prefill_running_tokens``, ``prefill_running_elapsed_ms``,
-``colloc_tpot_slack_ms``, ``colloc_feasible_routes``, ``decode_feasible_routes``: the answer is
+``colloc_tpot_slack_ms``, ``colloc_feasible_routes``, ``decode_feasible_routes``,
+``prefill_arrival_tokens_per_s``, ``prefill_step_tokens``: the answer is
 then the one before that input existed, bit for bit; ``colloc_cached_prompt_tokens`` defaults to
 ``cached_prompt_tokens``, and ``prefill_cached_prompt_tokens``, ``pending_prefill_prefix_tokens``
 and ``pending_prefill_requests`` to 0, with the same effect).
@@ -264,6 +265,20 @@ ROUTE_FIELDS: tuple[RouteField, ...] = (
         "behind this one there, as the pool's queue does on the pool. If omitted, none are "
         "counted (not listed in assumed)",
         default=0.0,
+    ),
+    _f(
+        "prefill_arrival_tokens_per_s", "float", 0, MAX_TOKENS_PER_S,
+        "prompt tokens per second the gateway sent to the prefill pool over the last two "
+        "seconds; with prefill_step_tokens, the queue-aware model adds the prompts that will "
+        "arrive before this one's step starts on a busy prefill GPU and share that step (vLLM "
+        "puts every waiting prompt that fits its token budget in a step, and each gets its first "
+        "token when the step ends). If omitted, not modelled (not listed in assumed)",
+    ),
+    _f(
+        "prefill_step_tokens", "int", 1, MAX_CHUNK,
+        "the prefill engines' token budget per step (their max_num_batched_tokens): how many "
+        "prompt tokens one prefill step can hold. If omitted, a prefill step is taken to hold one "
+        "prompt (not listed in assumed)",
     ),
 )  # fmt: skip
 

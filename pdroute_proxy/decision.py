@@ -151,6 +151,8 @@ class Decider:
             "prefill_running_tokens": pool.running_tokens,
             "prefill_running_elapsed_ms": pool.running_elapsed_ms,
             "prefill_pool_gpus": max(pool.num_engines, 1),
+            "prefill_arrival_tokens_per_s": pool.arrival_tokens_per_s,
+            "prefill_step_tokens": self.settings.prefill_step_tokens,
         }
         if self.settings.default_tpot_slo_ms is not None:
             slo = self.settings.default_tpot_slo_ms

@@ -7,7 +7,9 @@ prefilled, the prompt tokens it prefilled over the last ``RATE_WINDOW_S`` (count
 request's first token: its whole prompt collocated, the one new token after a KV hand-off),
 and on prefill engines the prompts in flight in send order: the oldest on each engine counts as
 running, the rest as queued (vLLM's scheduler is first come, first served), the running one
-since it became the oldest (sent to an idle engine, or its predecessor answered). It also
+since it became the oldest (sent to an idle engine, or its predecessor answered), and the prompt
+tokens sent there over the last ``RATE_WINDOW_S`` (the pool's arrival rate: where a prefill
+engine puts several prompts in a step, those that arrive before a prompt's step starts share it). It also
 remembers engines that refused a connection, to try them last for ``down_s``.
 
 On decode engines it follows each request's tokens (its first token's time, the tokens so far,
@@ -47,6 +49,27 @@ RATE_WINDOW_S = RECENT_WINDOW_MS / 1000.0  # the window of the rates and routes 
 PACE_GAPS = 64  # gaps between tokens a decode engine's pace is the median of
 
 
+class TokenWindow:
+    """Tokens counted over the last ``RATE_WINDOW_S``, as a rate (older counts dropped)."""
+
+    __slots__ = ("counts", "total")
+
+    def __init__(self) -> None:
+        self.counts: deque[tuple[float, int]] = deque()  # (monotonic s, tokens), oldest first
+        self.total = 0  # the sum of ``counts``' tokens (kept, not summed per request)
+
+    def add(self, now: float, tokens: int) -> None:
+        self.counts.append((now, tokens))
+        self.total += tokens
+
+    def per_s(self, now: float) -> float:
+        """Tokens per second over the last ``RATE_WINDOW_S`` before ``now`` (monotonic s)."""
+        counts = self.counts
+        while counts and counts[0][0] < now - RATE_WINDOW_S:
+            self.total -= counts.popleft()[1]
+        return self.total / RATE_WINDOW_S
+
+
 @dataclass
 class EngineLoad:
     """What the proxy has in flight on one engine (counts; tokens)."""
@@ -59,8 +82,8 @@ class EngineLoad:
     prefills: OrderedDict[int, int] = field(default_factory=OrderedDict)  # key -> prompt tokens
     running_since: float = math.nan  # monotonic s: when the oldest of ``prefills`` became the oldest
     down_until: float = -math.inf  # monotonic s
-    prefilled: deque[tuple[float, int]] = field(default_factory=deque)  # (monotonic s, tokens), oldest first
-    prefilled_tokens: int = 0  # the sum of ``prefilled``'s tokens (kept, not summed per request)
+    prefilled: TokenWindow = field(default_factory=TokenWindow)  # prompt tokens prefilled here lately
+    sent: TokenWindow = field(default_factory=TokenWindow)  # a prefill engine's: prompt tokens sent lately
     tickets: dict[int, Ticket] = field(default_factory=dict)  # the requests in flight here, by id
     incoming: dict[int, int] = field(default_factory=dict)  # prefilling elsewhere for here: key -> output
     gaps: deque[float] = field(default_factory=lambda: deque(maxlen=PACE_GAPS))  # s per token, newest last
@@ -81,14 +104,11 @@ class EngineLoad:
 
     def count_prefilled(self, now: float, tokens: int) -> None:
         """``tokens`` prompt tokens were prefilled here at ``now`` (monotonic s)."""
-        self.prefilled.append((now, tokens))
-        self.prefilled_tokens += tokens
+        self.prefilled.add(now, tokens)
 
     def prefill_rate(self, now: float) -> float:
-        """Prompt tokens per second prefilled here over the last ``RATE_WINDOW_S`` (older ones dropped)."""
-        while self.prefilled and self.prefilled[0][0] < now - RATE_WINDOW_S:
-            self.prefilled_tokens -= self.prefilled.popleft()[1]
-        return self.prefilled_tokens / RATE_WINDOW_S
+        """Prompt tokens per second prefilled here over the last ``RATE_WINDOW_S``."""
+        return self.prefilled.per_s(now)
 
 
 @dataclass(frozen=True)
@@ -111,6 +131,7 @@ class PoolView:
     running_tokens: int
     running_elapsed_ms: float | None  # how long the running ones have run, on average (None: none runs)
     num_engines: int  # prefill engines not marked down
+    arrival_tokens_per_s: float = 0.0  # prompt tokens sent to the pool over the last RATE_WINDOW_S
 
 
 class Ticket:
@@ -185,9 +206,11 @@ class PrefillTicket:
         if decode is not None:
             decode.incoming[self.key] = output_len
         load.in_flight += 1
+        now = clock()
         if not load.prefills:
-            load.running_since = clock()  # an idle engine starts it at once
+            load.running_since = now  # an idle engine starts it at once
         load.prefills[self.key] = prompt_tokens
+        load.sent.add(now, prompt_tokens)
 
     def close(self) -> None:
         if self.decode is not None:
@@ -317,9 +340,10 @@ class Ledger:
         """The prefill pool: on each engine the oldest prompt runs (since ``running_since``) and
         the rest wait."""
         queue_requests = queue_tokens = running_requests = running_tokens = num_engines = 0
-        elapsed_s = 0.0
+        elapsed_s = arrivals = 0.0
         for engine_id in prefill_ids:
             load = self.load(engine_id)
+            arrivals += load.sent.per_s(now)
             if load.down_until <= now:
                 num_engines += 1
             for i, tokens in enumerate(load.prefills.values()):
@@ -332,5 +356,5 @@ class Ledger:
                     queue_tokens += tokens
         elapsed_ms = 1000.0 * elapsed_s / running_requests if running_requests else None
         return PoolView(
-            queue_requests, queue_tokens, running_requests, running_tokens, elapsed_ms, num_engines
+            queue_requests, queue_tokens, running_requests, running_tokens, elapsed_ms, num_engines, arrivals
         )

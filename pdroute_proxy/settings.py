@@ -56,6 +56,14 @@ class ProxySettings(Settings):
     chunk_size: int = Field(
         default=256, ge=1, le=1_048_576, description="prefill tokens per engine step on a decode engine"
     )
+    prefill_step_tokens: int | None = Field(
+        default=None,
+        ge=1,
+        le=16_777_216,
+        description="the prefill engines' token budget per step (their --max-num-batched-tokens): with it "
+        "the model adds the prompts that arrive before a prompt's prefill step starts and share it "
+        "(vLLM puts every waiting prompt that fits in a step); unset: one prompt a step",
+    )
     prefill_timeout_s: float = Field(
         default=30.0, gt=0, le=3600, allow_inf_nan=False, description="longest wait for a prefill answer"
     )

@@ -112,6 +112,8 @@ route_inputs_st = st.builds(
     prefill_cached_prompt_tokens=st.one_of(st.none(), st.integers(0, 100_000)),
     pending_prefill_prefix_tokens=st.one_of(st.none(), st.floats(0, 100_000)),
     pending_prefill_requests=st.one_of(st.none(), st.integers(0, 40)),
+    prefill_arrival_tokens_per_s=st.one_of(st.none(), st.floats(0, 1e6)),
+    prefill_step_tokens=st.one_of(st.none(), st.integers(1, 20_000)),
 )
 
 
@@ -145,6 +147,8 @@ def random_route_inputs(n: int, seed: int, missing: float = 0.2) -> list[RouteIn
         "prefill_cached_prompt_tokens": maybe(0, 512),
         "pending_prefill_prefix_tokens": [None if v is None else v / 3.0 for v in maybe(0, 20_000)],
         "pending_prefill_requests": maybe(0, 12),
+        "prefill_arrival_tokens_per_s": [None if v is None else v * 7.5 for v in maybe(0, 4000)],
+        "prefill_step_tokens": maybe(1, 8192),
     }
     return [
         RouteInputs(

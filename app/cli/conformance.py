@@ -206,6 +206,19 @@ HAND_PICKED: tuple[dict[str, Any], ...] = (
         "ttft_slo_ms": 300.0,
         "tpot_slo_ms": 50.0,
     },
+    # A busy prefill pool whose engines put every waiting prompt that fits in a step: the prompts
+    # that arrive before this one's step starts share it.
+    {
+        "prompt_len": 300,
+        "system_load": 4,
+        "prefill_queue_requests": 1,
+        "prefill_queue_tokens": 2000,
+        "prefill_running_requests": 1,
+        "prefill_running_tokens": 2048,
+        "prefill_pool_gpus": 1,
+        "prefill_arrival_tokens_per_s": 1500.0,
+        "prefill_step_tokens": 4096,
+    },
     {"prompt_len": 2048, "system_load": 16, "ttft_slo_ms": 1e6, "tpot_slo_ms": 1e6},
     {"prompt_len": 2048, "system_load": 16, "tpot_slo_ms": 0.001},
     {"prompt_len": 16_777_216, "system_load": 1_000_000, "predicted_output_len": 16_777_216},

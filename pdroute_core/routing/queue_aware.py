@@ -506,6 +506,11 @@ class QueueAwareModel:
         if not math.isnan(E):  # how long they have run: each has t_run - E left on average
             first = 2.0 * max(0.0, t_run - E) / (G + 1.0)
         raw_wait = (first if r >= G else 0.0) + q * t_ahead / G
+        S, lam = v.prefill_step_tokens, v.prefill_arrival_tokens_per_s
+        if r >= G and lam > 0.0:  # NaN (not reported): no prompt joins its step
+            room = S - (L - hp) - (v.prefill_queue_tokens / G if q > 0.0 else 0.0)
+            if room > 0.0:  # the prompts that arrive before its step starts, while they fit
+                raw_wait += fm.prefill_ms_per_token * min(lam / G * first / 1000.0, room)
         wait = raw_wait * self.queue_wait_scale
         transfer = (L - min(v.cached_prompt_tokens, L - 1.0)) * fm.transfer_ms_per_token
         remote = t_prefill + transfer
@@ -557,7 +562,12 @@ class QueueAwareModel:
             t_run = np.where(~np.isnan(Y) & (r > 0.0), fm.prefill_ms_many(Y / r), t_ahead)
         E = v.prefill_running_elapsed_ms
         first = np.where(np.isnan(E), t_run / (G + 1.0), 2.0 * np.maximum(0.0, t_run - E) / (G + 1.0))
-        raw_wait = np.where(r >= G, first, 0.0) + q * t_ahead / G
+        S, lam = v.prefill_step_tokens, v.prefill_arrival_tokens_per_s
+        with np.errstate(invalid="ignore"):  # NaN (not reported): no prompt joins
+            room = S - rest - np.where(q > 0.0, v.prefill_queue_tokens / G, 0.0)
+            joins = (r >= G) & (lam > 0.0) & (room > 0.0)
+            join = np.where(joins, fm.prefill_ms_per_token * np.minimum(lam / G * first / 1000.0, room), 0.0)
+        raw_wait = np.where(r >= G, first, 0.0) + q * t_ahead / G + join
         wait = raw_wait * self.queue_wait_scale
         transfer = (L - np.minimum(v.cached_prompt_tokens, L - 1.0)) * fm.transfer_ms_per_token
         remote = t_prefill + transfer

@@ -204,6 +204,10 @@ class RunState:
         # Per engine: the requests routed there over the last PREFILL_RATE_WINDOW_MS, oldest
         # first (``_feasible_routes``).
         self.routed_recently: list[deque[int]] = [deque() for _ in range(fleet.num_engines)]
+        # The requests routed to the prefill pool over the last PREFILL_RATE_WINDOW_MS, oldest
+        # first, and their prompt tokens (``_pool_arrival_rate``; kept where the pool batches).
+        self.pool_routed: deque[int] = deque()
+        self.pool_routed_tokens = 0
         if fleet.topology == "conditional":
             self.colloc_pool = self.engines
             self.decode_pool = self.engines
@@ -298,6 +302,17 @@ class RunState:
         infeasible, first, arrival = self.is_infeasible, self.first_token, self.arrival_ms
         return sum(1 for rid in routed if not infeasible[rid] or first[rid] - arrival[rid] <= slo)
 
+    def _pool_arrival_rate(self, t: float) -> float | None:
+        """Prompt tokens per second routed to the prefill pool over the last
+        ``PREFILL_RATE_WINDOW_MS`` (what a gateway counts of its own routes), where the pool's
+        GPUs put several prompts in a step; None where each runs one prompt a pass."""
+        if not self.fleet.prefill_batch_tokens:
+            return None
+        routed, horizon = self.pool_routed, t - PREFILL_RATE_WINDOW_MS
+        while routed and self.arrival_ms[routed[0]] <= horizon:
+            self.pool_routed_tokens -= self.prompt[routed.popleft()]
+        return self.pool_routed_tokens * 1000.0 / PREFILL_RATE_WINDOW_MS
+
     def _arrive(self, rid: int, t: float) -> None:
         conditional = self.fleet.topology == "conditional"
         if self.is_affine:
@@ -369,6 +384,8 @@ class RunState:
             prefill_cached,
             pending_prefix,
             pending_prompts,
+            self._pool_arrival_rate(t),
+            self.fleet.prefill_batch_tokens or None,
         )
         self.views.append(view)
         if self.ask_policy:
@@ -399,6 +416,9 @@ class RunState:
             target.num_assigned += 1
             self.dest[rid] = target.index
             self.pool.place(rid)
+            if self.fleet.prefill_batch_tokens:
+                self.pool_routed.append(rid)
+                self.pool_routed_tokens += self.prompt[rid]
             self._start_prefills(t)
         elif colloc is not None:
             colloc.num_assigned += 1

@@ -124,6 +124,11 @@ class RouteView(NamedTuple):
     # Prompts pending prefill on the collocation GPU (its chunked-prefill queue and the prompts
     # waiting for a batch slot there).
     pending_prefill_requests: int = 0
+    # Prompt tokens per second routed to the prefill pool over the last ``PREFILL_RATE_WINDOW_MS``
+    # and the pool's token budget per step: reported where its GPUs put several prompts in a
+    # step (``FleetConfig.prefill_batch_tokens``), None where each runs one prompt a pass.
+    prefill_arrival_tokens_per_s: float | None = None
+    prefill_step_tokens: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

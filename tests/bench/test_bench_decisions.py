@@ -94,6 +94,30 @@ def test_lengths_runs_a_poisson_load_of_those_lengths(
     assert rows["threshold"]["goodput_rps"] == rows["disaggregated"]["goodput_rps"]
 
 
+def test_prefill_gpus_that_batch_prompts_change_the_pools_runs_alone(tmp_path: Path) -> None:
+    profile = save_profile_json(make_profile(), tmp_path / "synthetic.json")
+    args = ["--profile", str(profile), "--lengths", "fixed:3000,20", "--max-requests", "200"]
+    rows = {}
+    for tokens in ("0", "8192"):
+        out = tmp_path / f"bench-{tokens}.json"
+        extra = [
+            "--allow-extrapolation",
+            "--loads",
+            "2",
+            "--prefill-batch-tokens",
+            tokens,
+            "--json",
+            str(out),
+        ]
+        assert main([*args, *extra]) == 0
+        loads = json.loads(out.read_text())["blocks"][0]["loads"]
+        rows[tokens] = {p["policy"]: p for p in loads[0]["policies"]}
+    # Two 3,000-token prompts fit a pass of 8,192: the pool's queue drains faster, the decode GPUs
+    # run as before.
+    assert rows["8192"]["disaggregated"] != rows["0"]["disaggregated"]
+    assert rows["8192"]["collocated"] == rows["0"]["collocated"]
+
+
 def test_prompts_beyond_the_profile_are_refused_without_the_flag(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -138,7 +162,12 @@ def test_a_learning_candidate_starts_fresh_in_every_run(
         "conditional",
         base,
         argparse.Namespace(
-            ttft_slo_ms=1000.0, tpot_slo_ms=50.0, shed=False, objective="latency", allow_extrapolation=True
+            ttft_slo_ms=1000.0,
+            tpot_slo_ms=50.0,
+            shed=False,
+            objective="latency",
+            allow_extrapolation=True,
+            prefill_batch_tokens=0,
         ),
     )
     rate, prediction = mean["loads"][0]["rate"], OutputPrediction("mean")

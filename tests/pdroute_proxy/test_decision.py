@@ -240,6 +240,43 @@ def test_the_least_tpot_slack_is_of_the_decodes_still_in_time_at_the_engines_pac
     assert ledger.tpot_slack_ms("d0", 10.72, 100.0) is None
 
 
+def test_the_pools_arrival_rate_is_the_prompt_tokens_sent_there_over_the_window() -> None:
+    clock = [100.0]
+    ledger = Ledger(down_s=5.0, clock=lambda: clock[0])
+    assert ledger.pool_view(["p0", "p1"], 100.0).arrival_tokens_per_s == 0.0
+    ledger.prefill_ticket("p0", 700)
+    clock[0] = 100.5
+    answered = ledger.prefill_ticket("p1", 900)
+    answered.close()  # answered or not, it was sent
+    assert ledger.pool_view(["p0", "p1"], 101.0).arrival_tokens_per_s == pytest.approx(1600 / RATE_WINDOW_S)
+    assert ledger.pool_view(["p0"], 101.0).arrival_tokens_per_s == pytest.approx(700 / RATE_WINDOW_S)
+    later = 100.0 + RATE_WINDOW_S + 0.1  # the first has left the window, the second not yet
+    assert ledger.pool_view(["p0", "p1"], later).arrival_tokens_per_s == pytest.approx(900 / RATE_WINDOW_S)
+
+
+def test_the_decision_reads_the_pools_arrivals_and_its_step_budget_when_set(
+    tmp_path: Path, queue_aware_params_file: Path
+) -> None:
+    unset = decider(tmp_path, queue_aware_params_file, readings={})
+    unset.ledger.clock = lambda: 9.99  # the decision at 10.0: it has run 10 ms
+    unset.ledger.prefill_ticket("p0", 2000)  # running
+    inputs, sources = unset.inputs(100, 50, "d0", ("p0",))
+    assert inputs.prefill_arrival_tokens_per_s == pytest.approx(2000 / RATE_WINDOW_S)
+    assert inputs.prefill_step_tokens is None  # one prompt a step: no prompt joins it
+    assert sources["prefill_arrival_tokens_per_s"] == sources["prefill_step_tokens"] == "proxy"
+    joined = decider(tmp_path, queue_aware_params_file, readings={}, prefill_step_tokens=4096)
+    joined.ledger.clock = lambda: 9.99
+    joined.ledger.prefill_ticket("p0", 2000)
+    inputs, _ = joined.inputs(100, 50, "d0", ("p0",))
+    assert inputs.prefill_step_tokens == 4096
+    # The prompts arriving at that rate while the running one finishes join this prompt's step.
+    model = joined.store.current.model
+    assert isinstance(model, QueueAwareModel)
+    alone = model.decide(unset.inputs(100, 50, "d0", ("p0",))[0])
+    shared = model.decide(inputs)
+    assert shared.prefill_wait_ms > alone.prefill_wait_ms
+
+
 def test_the_decision_reads_the_least_tpot_slack_when_a_tpot_target_is_set(
     tmp_path: Path, queue_aware_params_file: Path
 ) -> None:

@@ -137,6 +137,42 @@ def test_disaggregated_terms_by_hand() -> None:
     assert b.harm_disaggregated_ms == pytest.approx(3 * prefill / 2 + 4 * join)
 
 
+def test_prompts_arriving_before_its_prefill_step_starts_share_that_step() -> None:
+    # The test params: T_P(u) = 10 + 0.02 * max(0, u - 100). Two busy prefill GPUs, 3 requests
+    # holding 1,500 tokens waiting, 6,000 prompt tokens/s sent to the pool lately.
+    pool = {
+        "prefill_queue_requests": 3,
+        "prefill_queue_tokens": 1500,
+        "prefill_running_requests": 2,
+        "prefill_pool_gpus": 2,
+    }
+    arrivals: dict[str, Any] = {"prefill_arrival_tokens_per_s": 6000.0, "prefill_step_tokens": 4096}
+    alone = qa_model().decide(RouteInputs(1000, 101, 10, 4, 256, **pool))
+    shared = qa_model().decide(RouteInputs(1000, 101, 10, 4, 256, **pool, **arrivals))
+    first = (10.0 + 0.02 * 400) / 3  # the first GPU to free, in ms
+    joined = 6000.0 / 2 * first / 1000.0  # tokens routed to each GPU meanwhile: they fit its step
+    assert shared.prefill_wait_ms == pytest.approx(alone.prefill_wait_ms + 0.02 * joined)
+    assert shared.prefill_ms == alone.prefill_ms
+    assert shared.ttft_disaggregated_ms > alone.ttft_disaggregated_ms
+    assert shared.ttft_collocated_ms == alone.ttft_collocated_ms
+    # Only while they fit the step beside this prompt and the queued ones (750 per GPU here).
+    tight = qa_model().decide(
+        RouteInputs(1000, 101, 10, 4, 256, **pool, **{**arrivals, "prefill_step_tokens": 1800})
+    )
+    assert tight.prefill_wait_ms == pytest.approx(alone.prefill_wait_ms + 0.02 * min(joined, 50.0))
+    full = qa_model().decide(
+        RouteInputs(1000, 101, 10, 4, 256, **pool, **{**arrivals, "prefill_step_tokens": 1700})
+    )
+    assert full.prefill_wait_ms == alone.prefill_wait_ms  # no room: its step is full already
+    # An idle pool starts it at once; without the rate or the budget, not modelled (bit for bit).
+    idle = {"prefill_running_requests": 0, "prefill_pool_gpus": 2}
+    assert qa_model().decide(RouteInputs(1000, 101, 10, 4, 256, **idle, **arrivals)) == qa_model().decide(
+        RouteInputs(1000, 101, 10, 4, 256, **idle)
+    )
+    for partial in ({"prefill_arrival_tokens_per_s": 6000.0}, {"prefill_step_tokens": 4096}):
+        assert qa_model().decide(RouteInputs(1000, 101, 10, 4, 256, **pool, **partial)) == alone
+
+
 def test_idle_gpu_prefills_without_decode_steps() -> None:
     b = qa_model().decide(RouteInputs(600, 10, 0, 0, 256, pending_prefill_tokens=300))
     # 900 tokens in passes of 256, 256, 256 and 132: one pass per chunk.

@@ -42,6 +42,8 @@ def test_every_optional_input_is_reported_from_the_view() -> None:
         "prefill_cached_prompt_tokens": None,  # the view's, None without caches
         "pending_prefill_prefix_tokens": 0.0,  # the view's
         "pending_prefill_requests": 0,
+        "prefill_arrival_tokens_per_s": None,  # the view's, None where the pool runs a prompt a pass
+        "prefill_step_tokens": None,
     }
     assert {name: getattr(x, name) for name in expected} == expected
     # All but how long the running prefills have run and the decodes' least TPOT slack, which
@@ -68,6 +70,10 @@ def test_a_reported_running_time_reaches_the_model() -> None:
         RouteView(900, 120, 7, 9, 3, 512, pending_prefill_prefix_tokens=1_250.5, pending_prefill_requests=2)
     )
     assert (x.pending_prefill_prefix_tokens, x.pending_prefill_requests) == (1_250.5, 2)
+    x = route_inputs(
+        RouteView(900, 120, 7, 9, 3, 512, prefill_arrival_tokens_per_s=2_500.5, prefill_step_tokens=4096)
+    )
+    assert (x.prefill_arrival_tokens_per_s, x.prefill_step_tokens) == (2_500.5, 4096)
 
 
 def test_an_infinite_slo_is_no_target() -> None:

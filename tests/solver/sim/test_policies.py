@@ -232,6 +232,8 @@ def test_policies_see_only_what_a_gateway_sees(profile: ProfileResult, mixed_wor
         "prefill_cached_prompt_tokens",
         "pending_prefill_prefix_tokens",
         "pending_prefill_requests",
+        "prefill_arrival_tokens_per_s",
+        "prefill_step_tokens",
     ]
     # Every input of a decision model, by the model's own name (the rest is the simulator's).
     assert set(FIELD_NAMES) <= set(RouteView._fields)

@@ -119,6 +119,20 @@ class Recount:
                 and (not self.infeasible[j] or state.first_token[j] - state.arrival_ms[j] <= 800.0)
             )
 
+        # Prompt tokens routed to the pool in the last two seconds, where its GPUs batch prompts.
+        batch_tokens = state.fleet.prefill_batch_tokens
+        recount["prefill_arrival_tokens_per_s"] = (
+            sum(
+                state.prompt[j]
+                for j in range(rid)
+                if state.is_disagg[j] and state.arrival_ms[j] > t - PREFILL_RATE_WINDOW_MS
+            )
+            * 1000.0
+            / PREFILL_RATE_WINDOW_MS
+            if batch_tokens
+            else None
+        )
+        recount["prefill_step_tokens"] = batch_tokens or None
         recount["colloc_feasible_routes"] = feasible_routes(colloc)
         recount["decode_feasible_routes"] = feasible_routes(target)
         self.views.append(view)
@@ -144,6 +158,9 @@ def run_recount(
 FLEETS = [
     linear_fleet(num_prefill=2, num_decode=3, max_num_seqs=5, max_num_batched_tokens=256),
     linear_fleet(
+        num_prefill=2, num_decode=3, max_num_seqs=5, max_num_batched_tokens=256, prefill_batch_tokens=2048
+    ),
+    linear_fleet(
         "pools", num_prefill=2, num_decode=2, num_mixed=2, max_num_seqs=4, max_num_batched_tokens=128
     ),
 ]
@@ -154,7 +171,7 @@ def busy() -> Workload:
     return poisson_workload(700, 60.0, parse_length_spec("lognormal:900,80"), seed=8)
 
 
-@pytest.mark.parametrize("fleet", FLEETS, ids=["conditional", "pools"])
+@pytest.mark.parametrize("fleet", FLEETS, ids=["conditional", "conditional-batching", "pools"])
 def test_every_view_field_equals_a_recount(
     profile: ProfileResult, fleet: FleetConfig, busy: Workload
 ) -> None:
@@ -178,6 +195,8 @@ def test_every_view_field_equals_a_recount(
     assert max(v.pending_prefill_tokens for v in seen) > fleet.max_num_batched_tokens
     assert max(v.pending_prefill_prefix_tokens for v in seen) > fleet.max_num_batched_tokens
     assert max(v.pending_prefill_requests for v in seen) > 1
+    if fleet.prefill_batch_tokens:
+        assert max(v.prefill_arrival_tokens_per_s or 0.0 for v in seen) > 0.0
     assert max(v.colloc_context_tokens for v in seen) > 0
     assert max(v.decode_context_tokens for v in seen) > 0
     assert min(v.colloc_feasible_routes or 0 for v in seen) == 0  # an idle start, and ...
@@ -201,6 +220,8 @@ def test_view_row_order_matches_route_view() -> None:
         "prefill_cached_prompt_tokens",  # None here too
         "pending_prefill_prefix_tokens",  # 0.0 with nothing pending (test_batching_gpu.py)
         "pending_prefill_requests",
+        "prefill_arrival_tokens_per_s",  # None here: one prompt a pass (recounted above where batched)
+        "prefill_step_tokens",
     ]
 
 
