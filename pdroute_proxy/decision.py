@@ -36,7 +36,7 @@ from app.learners.calibration import CalibrationState
 from app.learners.output_length import OutputLearningState
 from app.params_store import ParamsStore
 from pdroute_core.route_fields import FIELDS
-from pdroute_core.routing import COLLOCATED, DISAGGREGATED, Decision, RouteInputs
+from pdroute_core.routing import COLLOCATED, DISAGGREGATED, Decision, QueueAwareModel, RouteInputs
 from pdroute_proxy.ledger import Ledger
 from pdroute_proxy.settings import ProxySettings
 from solver.sim.policies import Policy, RouteView, make_policy
@@ -156,7 +156,9 @@ class Decider:
         }
         if self.settings.default_tpot_slo_ms is not None:
             slo = self.settings.default_tpot_slo_ms
-            own["colloc_tpot_slack_ms"] = self.ledger.tpot_slack_ms(decode_id, now, slo)
+            model = self.store.current.model  # its prefill time: when the incoming hand-offs arrive
+            prefill_ms = model.forms.prefill_ms if isinstance(model, QueueAwareModel) else None
+            own["colloc_tpot_slack_ms"] = self.ledger.tpot_slack_ms(decode_id, now, slo, prefill_ms)
         if self.settings.default_ttft_slo_ms is not None:
             routes = self.ledger.feasible_routes(decode_id, now, self.settings.default_ttft_slo_ms)
             own["colloc_feasible_routes"] = own["decode_feasible_routes"] = routes

@@ -20,7 +20,8 @@ delay the first of them to go late can still take (``tpot_slo * (O - 1)`` less t
 its first token and its remaining steps at the engine's pace): what a prefill beside them may
 cost. A request still waiting for its first token there counts too, with its whole budget left
 (a prompt sent after it is prefilled after it, beside its first steps), and so does one on its
-way there from a prefill engine (its KV joins the running batch after the step in progress).
+way there from a prefill engine, with the time until its prefill ends added where the model's
+prefill time is known (a delay that ends before its KV arrives costs it nothing).
 
 It also counts, per decode engine, the requests sent there over the last ``RATE_WINDOW_S`` that
 the model expected to make their targets or whose first token came within the TTFT target
@@ -85,7 +86,7 @@ class EngineLoad:
     prefilled: TokenWindow = field(default_factory=TokenWindow)  # prompt tokens prefilled here lately
     sent: TokenWindow = field(default_factory=TokenWindow)  # a prefill engine's: prompt tokens sent lately
     tickets: dict[int, Ticket] = field(default_factory=dict)  # the requests in flight here, by id
-    incoming: dict[int, int] = field(default_factory=dict)  # prefilling elsewhere for here: key -> output
+    incoming: dict[int, PrefillTicket] = field(default_factory=dict)  # prefilling elsewhere for here
     gaps: deque[float] = field(default_factory=lambda: deque(maxlen=PACE_GAPS))  # s per token, newest last
     routes: deque[Route] = field(default_factory=deque)  # requests sent here lately, oldest first
 
@@ -203,14 +204,30 @@ class PrefillTicket:
         self.clock = clock
         self.key = next(self._keys)
         self.decode = decode  # the engine it decodes on next, where it counts as incoming
+        self.output_len = output_len
         if decode is not None:
-            decode.incoming[self.key] = output_len
+            decode.incoming[self.key] = self
         load.in_flight += 1
         now = clock()
         if not load.prefills:
             load.running_since = now  # an idle engine starts it at once
         load.prefills[self.key] = prompt_tokens
         load.sent.add(now, prompt_tokens)
+
+    def left_s(self, now: float, prefill_ms: Callable[[float], float]) -> float:
+        """The time until its prefill ends (s), with ``prefill_ms`` of a prompt's tokens: the
+        rest of the running prompt on its engine, then each prompt ahead of it and its own."""
+        load, ms = self.load, 0.0
+        if self.key not in load.prefills:
+            return 0.0  # answered: its KV is on its way
+        for i, (key, tokens) in enumerate(load.prefills.items()):
+            if i == 0:
+                ms = max(0.0, prefill_ms(tokens) - 1000.0 * (now - load.running_since))
+            else:
+                ms += prefill_ms(tokens)
+            if key == self.key:
+                break
+        return ms / 1000.0
 
     def close(self) -> None:
         if self.decode is not None:
@@ -278,19 +295,32 @@ class Ledger:
         ``first_at`` (monotonic s)."""
         return Ticket(self.load(engine_id), prompt_tokens, output_len, first_at, num_tokens)
 
-    def tpot_slack_ms(self, engine_id: str, now: float, tpot_slo_ms: float) -> float | None:
+    def tpot_slack_ms(
+        self,
+        engine_id: str,
+        now: float,
+        tpot_slo_ms: float,
+        prefill_ms: Callable[[float], float] | None = None,
+    ) -> float | None:
         """The least TPOT slack (ms) of the requests on ``engine_id`` that are still within
-        ``tpot_slo_ms`` (module docstring); None when none is, or no pace is known yet."""
+        ``tpot_slo_ms`` (module docstring); None when none is, or no pace is known yet. With
+        ``prefill_ms`` (the model's prefill time of a prompt's tokens), a request on its way
+        from a prefill engine has the time until its prefill ends on top of its budget: a delay
+        here that ends before it arrives costs it nothing."""
         load = self.load(engine_id)
         if not load.gaps:
             return None
         pace = statistics.median(load.gaps)
         target = tpot_slo_ms / 1000.0
         least = math.inf
-        for out in load.incoming.values():  # their whole budgets
+        for incoming in load.incoming.values():  # their whole budgets
+            out = incoming.output_len
             budget = (target - pace) * (out - 1)
-            if out >= 2 and 0.0 <= budget < least:
-                least = budget
+            if out < 2 or budget < 0.0:
+                continue
+            if prefill_ms is not None:
+                budget += incoming.left_s(now, prefill_ms)
+            least = min(least, budget)
         for ticket in load.tickets.values():
             out = max(ticket.output_len, ticket.num_tokens)
             if out < 2:

@@ -232,7 +232,21 @@ def test_the_least_tpot_slack_is_of_the_decodes_still_in_time_at_the_engines_pac
     # So does one prefilling on p0 for d0: its KV joins d0's batch after the step in progress.
     e = ledger.prefill_ticket("p0", 900, decode_id="d0", output_len=4)
     assert ledger.tpot_slack_ms("d0", 10.72, 100.0) == pytest.approx(3 * (100 - 30))
+    # With the model's prefill time it has the time until its prefill ends on top: a delay on
+    # d0 that ends before its KV arrives costs it nothing. Here 1 ms a token, and it started
+    # on an idle p0 when it was sent (the ledger's clock), so 900 ms less the time since.
+    started = ledger.load("p0").running_since
+    prefill_ms = lambda tokens: 1.0 * tokens  # noqa: E731
+    now = started + 0.2
+    assert ledger.tpot_slack_ms("d0", now, 100.0, prefill_ms) == pytest.approx(3 * (100 - 30) + 700)
+    # Queued behind another prompt on p1: that one's rest, then its own whole prefill.
+    ahead = ledger.prefill_ticket("p1", 400)
+    f = ledger.prefill_ticket("p1", 300, decode_id="d0", output_len=4)
     e.close()
+    now = ledger.load("p1").running_since + 0.1
+    assert ledger.tpot_slack_ms("d0", now, 100.0, prefill_ms) == pytest.approx(3 * (100 - 30) + 300 + 300)
+    ahead.close()
+    f.close()
     assert ledger.load("d0").incoming == {}
     b.close()
     c.close()

@@ -75,7 +75,10 @@ def test_goodput_decides_as_latency_wherever_a_path_meets_the_targets(rows: list
                 continue
             # Both paths meet the targets.
             assert b.meets_slo and (b.decision, b.reason) == ("disaggregated", "less_harm")
-            assert past_slack or (slo is not None and (b.tpot_collocated_ms + _spread(x)) / slo > 0.9)
+            beside = x.system_load > 0 or x.colloc_feasible_routes != 0  # decodes there, or to come
+            assert past_slack or (
+                slo is not None and (b.tpot_collocated_ms + _spread(x)) / slo > 0.9 and beside
+            )
         assert (a.predicted_lateness_ms, a.admission) == (b.predicted_lateness_ms, b.admission) or (
             a.decision != b.decision
         )
@@ -106,9 +109,16 @@ def test_goodput_does_not_collocate_a_prompt_that_would_make_the_decodes_beside_
     # Spread over 400 steps the same chunks leave them in time: as latency decides.
     long = dataclasses.replace(BESIDE, predicted_output_len=401)
     assert goodput.decide(long).decision == latency.decide(long).decision == "collocated"
-    # With nothing running beside it the test still holds: decodes join while its chunks run.
+    # With nothing running beside it the test still holds: decodes join while its chunks run ...
     idle = dataclasses.replace(BESIDE, system_load=0, decode_batch_size=0)
     assert goodput.decide(idle).decision == "disaggregated"
+    assert goodput.decide(dataclasses.replace(idle, colloc_feasible_routes=1)).decision == "disaggregated"
+    # ... unless the gateway sent that GPU no request in time lately: none is coming.
+    quiet = dataclasses.replace(idle, colloc_feasible_routes=0)
+    assert dataclasses.replace(goodput.decide(quiet), objective="latency") == latency.decide(quiet)
+    assert goodput.decide(quiet).reason != "less_harm"
+    # Running decodes are beside it whatever the routes say.
+    assert goodput.decide(dataclasses.replace(BESIDE, colloc_feasible_routes=0)).reason == "less_harm"
 
 
 def test_goodput_does_not_collocate_past_the_least_slack_of_the_decodes_beside_it() -> None:
