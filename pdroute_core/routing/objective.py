@@ -48,7 +48,6 @@ import math
 from typing import Literal
 
 import numpy as np
-import numpy.typing as npt
 
 from pdroute_core.route_fields import RECENT_WINDOW_MS
 from pdroute_core.routing.types import FloatArray
@@ -107,19 +106,6 @@ def arrivals(feasible_routes: float, during_ms: float) -> float:
 def arrivals_many(feasible_routes: FloatArray, during_ms: FloatArray) -> FloatArray:
     """``arrivals`` of each element."""
     return np.where(np.isnan(feasible_routes), 0.0, feasible_routes * during_ms / RECENT_WINDOW_MS)
-
-
-def none_coming(feasible_routes: float, during_ms: float) -> bool:
-    """True when the gateway sent a GPU no request in time over its window and the window is at
-    least ``during_ms`` long: none is expected there over the next ``during_ms`` (a quiet window
-    shorter than that says nothing of it). False when not reported."""
-    return feasible_routes == 0.0 and during_ms <= RECENT_WINDOW_MS
-
-
-def none_coming_many(feasible_routes: FloatArray, during_ms: FloatArray) -> npt.NDArray[np.bool_]:
-    """``none_coming`` of each element."""
-    quiet: npt.NDArray[np.bool_] = (feasible_routes == 0.0) & (during_ms <= RECENT_WINDOW_MS)
-    return quiet
 
 
 def prefills_locally(decode_pending_tokens: float) -> float:

@@ -139,11 +139,9 @@ victim counts. Under ``goodput``:
   ``less_harm``). Its own targets hold either way; theirs only one way. The decodes beside it
   are the B running now and those that join while its chunks run (the test holds at ``B = 0``
   too: any load brings some), unless the gateway reports that it sent that GPU no request in
-  time over its window (``colloc_feasible_routes`` 0) and the window is at least as long as this
-  prompt's prefill there (``objective.none_coming``): none is coming that a delay could make late
-  (an idle decode engine took 78-token prompts' 0.3 s prefills to a busy prefill engine and 10 s
-  TTFTs on the real engines of docs/proxy.md; a quiet two seconds says nothing of the next four,
-  where collocating 1,126-token prompts there stalled the hand-offs that came). When the gateway
+  time over its window (``colloc_feasible_routes`` 0: none are coming that a delay could make
+  late; an idle decode engine took 78-token prompts' 0.3 s prefills to a busy prefill engine and
+  10 s TTFTs on the real engines of docs/proxy.md). When the gateway
   reports the least TPOT slack of the decodes beside it that are still in time
   (``colloc_tpot_slack_ms``, S: a proxy that streams their tokens knows how much delay each can
   still take), the collocation is also not taken when all its chunks' delay, ``u f / c_B + A``,
@@ -641,9 +639,9 @@ class QueueAwareModel:
         if ok_c and not ok_d and past_slack:
             # Only collocation serves it in time, at a running request's target: no path does.
             ok_c = False
-        # Decodes beside it: the B running, or those that will join while its prefill runs (none
-        # where the gateway sent that GPU no request in time over a window longer than it).
-        beside = B > 0.0 or not obj.none_coming(v.colloc_feasible_routes, col.own)
+        # Decodes beside it: the B running, or those that will join (an idle GPU the gateway sent
+        # no request in time lately has none to come).
+        beside = B > 0.0 or obj.serves(v.colloc_feasible_routes) == 1.0
         if (
             ok_c
             and ok_d
@@ -790,7 +788,7 @@ class QueueAwareModel:
             ahead = col.chunk * v.pending_prefill_tokens / col.chunk_tokens + col.ahead_ms
             past_slack = chunks * D + ahead > v.colloc_tpot_slack_ms
             ok_c = ok_c & (ok_d | ~past_slack)  # decide: only collocation, at a decode's target
-            beside = (B > 0.0) | ~obj.none_coming_many(v.colloc_feasible_routes, col.own)
+            beside = (B > 0.0) | (obj.serves_many(v.colloc_feasible_routes) == 1.0)
             spares = (((tpot_c + chunks) / tpot_slo > self.feasible) & beside) | past_slack
         both, meets = ok_c & ok_d, ok_c | ok_d
         spared = both & spares

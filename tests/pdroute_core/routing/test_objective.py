@@ -5,22 +5,13 @@ from __future__ import annotations
 import dataclasses
 import math
 
-import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pdroute_core.route_fields import CHOICES
 from pdroute_core.routing import RouteColumns, RouteInputs, build_model
-from pdroute_core.routing.objective import (
-    ADMISSIONS,
-    OBJECTIVES,
-    admission,
-    lateness_ms,
-    none_coming,
-    none_coming_many,
-    parse_objective,
-)
+from pdroute_core.routing.objective import ADMISSIONS, OBJECTIVES, admission, lateness_ms, parse_objective
 from pdroute_core.routing.queue_aware import QueueAwareModel
 from pdroute_core.routing.resolve import resolve
 from tests.factories import qa_model, route_inputs_st
@@ -84,9 +75,7 @@ def test_goodput_decides_as_latency_wherever_a_path_meets_the_targets(rows: list
                 continue
             # Both paths meet the targets.
             assert b.meets_slo and (b.decision, b.reason) == ("disaggregated", "less_harm")
-            # Decodes there, or to come: a quiet window at least as long as its prefill says none.
-            quiet = x.colloc_feasible_routes == 0 and col.own <= 2000.0
-            beside = x.system_load > 0 or not quiet
+            beside = x.system_load > 0 or x.colloc_feasible_routes != 0  # decodes there, or to come
             assert past_slack or (
                 slo is not None and (b.tpot_collocated_ms + _spread(x)) / slo > 0.9 and beside
             )
@@ -128,10 +117,6 @@ def test_goodput_does_not_collocate_a_prompt_that_would_make_the_decodes_beside_
     quiet = dataclasses.replace(idle, colloc_feasible_routes=0)
     assert dataclasses.replace(goodput.decide(quiet), objective="latency") == latency.decide(quiet)
     assert goodput.decide(quiet).reason != "less_harm"
-    # A quiet window shorter than its prefill there (5.1 s against 2 s) says nothing of who comes.
-    longer = dataclasses.replace(quiet, prompt_len=100_000, ttft_slo_ms=1e6)
-    assert goodput.decide(longer).local_prefill_ms > 2000.0
-    assert goodput.decide(longer).reason == "less_harm"
     # Running decodes are beside it whatever the routes say.
     assert goodput.decide(dataclasses.replace(BESIDE, colloc_feasible_routes=0)).reason == "less_harm"
 
@@ -310,16 +295,6 @@ def test_decide_many_equals_decide_bit_for_bit_under_each_objective(
 ) -> None:
     model = qa_model(chunk_ms_per_token_sq=1e-5, chunk_ms_per_token_seq=2e-5).with_objective(objective)
     assert model.decide_many(RouteColumns.from_inputs(rows)).rows() == [model.decide(r) for r in rows]
-
-
-def test_none_is_coming_only_after_a_quiet_window_as_long_as_the_wait() -> None:
-    assert none_coming(0.0, 300.0) and none_coming(0.0, 2000.0)
-    assert not none_coming(0.0, 2000.5)  # a quiet window shorter than the wait
-    assert not none_coming(1.0, 300.0) and not none_coming(math.nan, 300.0)  # routes, or unknown
-    routes, during = np.array([0.0, 0.0, 1.0, math.nan]), np.array([300.0, 2500.0, 300.0, 300.0])
-    assert none_coming_many(routes, during).tolist() == [
-        none_coming(r, d) for r, d in zip(routes, during, strict=True)
-    ]
 
 
 def test_admission_and_lateness_follow_the_chosen_path() -> None:
