@@ -208,28 +208,20 @@ HAND_PICKED: tuple[dict[str, Any], ...] = (
     },
     # An idle decode GPU: under goodput its collocation spares decodes only where some will come
     # (the gateway sent it requests in time lately).
-    {
-        "prompt_len": 3000,
-        "predicted_output_len": 3,
-        "system_load": 0,
-        "decode_batch_size": 0,
-        "prefill_queue_requests": 1,
-        "prefill_pool_gpus": 1,
-        "ttft_slo_ms": 4000.0,
-        "tpot_slo_ms": 20.0,
-        "colloc_feasible_routes": 0,
-    },
-    {
-        "prompt_len": 3000,
-        "predicted_output_len": 3,
-        "system_load": 0,
-        "decode_batch_size": 0,
-        "prefill_queue_requests": 1,
-        "prefill_pool_gpus": 1,
-        "ttft_slo_ms": 4000.0,
-        "tpot_slo_ms": 20.0,
-        "colloc_feasible_routes": 2,
-    },
+    *(
+        {
+            "prompt_len": 3000,
+            "predicted_output_len": 3,
+            "system_load": 0,
+            "decode_batch_size": 0,
+            "prefill_queue_requests": 1,
+            "prefill_pool_gpus": 1,
+            "ttft_slo_ms": 4000.0,
+            "tpot_slo_ms": 20.0,
+            "colloc_feasible_routes": routes,
+        }
+        for routes in (0, 2)
+    ),
     # A busy prefill pool whose engines put every waiting prompt that fits in a step: the prompts
     # that arrive before this one's step starts share it.
     {
