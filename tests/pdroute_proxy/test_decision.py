@@ -236,7 +236,10 @@ def test_the_least_tpot_slack_is_of_the_decodes_still_in_time_at_the_engines_pac
     # d0 that ends before its KV arrives costs it nothing. Here 1 ms a token, and it started
     # on an idle p0 when it was sent (the ledger's clock), so 900 ms less the time since.
     started = ledger.load("p0").running_since
-    prefill_ms = lambda tokens: 1.0 * tokens  # noqa: E731
+
+    def prefill_ms(tokens: float) -> float:
+        return 1.0 * tokens
+
     now = started + 0.2
     assert ledger.tpot_slack_ms("d0", now, 100.0, prefill_ms) == pytest.approx(3 * (100 - 30) + 700)
     # Queued behind another prompt on p1: that one's rest, then its own whole prefill.
