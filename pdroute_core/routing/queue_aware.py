@@ -60,6 +60,9 @@ Disaggregated (a prefill GPU, then the KV cache over the link)::
     t_run = T_P(Y / r) if Y is reported and r > 0 else t       the prefills in progress
     W = t_run / (G + 1) [if r >= G]  +  q * t / G               wait for a prefill GPU
       (2 * max(0, t_run - E) / (G + 1) for the first term when E is reported)
+      + J  where r >= G: J = prefill_per_token * min(lam / G * first / 1000, S - (L - h_p) - Q / G)
+      if that room is > 0 (lam prefill_arrival_tokens_per_s, S prefill_step_tokens: the prompts
+      that arrive before its step starts and share it; either not reported, J = 0)
     F_d = s(B' + 1, K' + L) + 1.5 * s(B', K') + min(1.5 f(c_B', B'), f(P', B')) [if P' > 0]
           (all but the first term only if B' > 0 or P' > 0)
     T_own  = T_P(L - h_p) + e * h_p * (L - h_p)   (T_P(L) when h_p = 0)   its own prefill
