@@ -3,7 +3,7 @@ several loads, repeated; goodput, SLO attainment, TTFT/TPOT p50/p99, share disag
 
     PDROUTE_ENGINES_VENV=/work/venvs/engines nice -n 10 .venv/bin/python -m bench.bench_proxy_replay \\
         [--model heavy] [--trace poisson|azure] [--loads 0.4,0.9,1.5] [--requests 40] [--repeats 2] \\
-        [--policies pdroute,collocated,disaggregated,threshold,threshold-queue,pdroute-one-prompt-step] \\
+        [--policies pdroute,collocated,disaggregated,threshold,threshold-queue,pdroute-short-window] \\
         [--ttft-slo-ms 1500] [--tpot-slo-ms 60] [--json out.json] [--decisions DIR]
 
 The fleet is localfleet's prefill + decode pair (one core each, ExampleConnector). The params
@@ -14,8 +14,9 @@ or the first requests of the Azure conversation trace, its lengths rescaled to t
 request's prompt is fresh (random token ids), so no prefix cache hides a prefill. Policies run
 in a rotated order per repeat, the KV folder is wiped between runs. The proxy is told p0's token
 budget per step (``PDROUTE_PREFILL_STEP_TOKENS``); ``pdroute-one-prompt-step`` is pdroute without
-it. A request meets its SLO when its TTFT and its TPOT are within the targets; goodput counts
-those per second of the run.
+it, ``pdroute-short-window`` pdroute without the proxy's long window of arrivals. A request
+meets its SLO when its TTFT and its TPOT are within the targets; goodput counts those per second
+of the run.
 """
 
 from __future__ import annotations
@@ -41,9 +42,12 @@ from solver.sim.workload import LengthDistribution, Workload, poisson_workload
 
 AZURE_CSV = Path("/work/shared/data/azure-llm-trace/AzureLLMInferenceTrace_conv.csv")
 THRESHOLD_TOKENS = 512
-# A policy named with this suffix runs without PDROUTE_PREFILL_STEP_TOKENS: pdroute as before it
-# knew that p0 puts several prompts in a step (the same run's baseline for that input).
+# A policy named with one of these suffixes runs pdroute without one input, the same run's
+# baseline for it: without PDROUTE_PREFILL_STEP_TOKENS (as before it knew that p0 puts several
+# prompts in a step), or without the long window of arrivals (PDROUTE_ARRIVAL_WINDOW_S=0: the
+# two-second routes stand for the rate of decodes coming).
 ONE_PROMPT_STEP = "-one-prompt-step"
+SHORT_WINDOW = "-short-window"
 
 
 def workload(args: argparse.Namespace) -> Workload:
@@ -210,7 +214,7 @@ def main() -> int:
                 order = policies[r % len(policies) :] + policies[: r % len(policies)]
                 for policy in order:
                     env = {
-                        "PDROUTE_POLICY": policy.removesuffix(ONE_PROMPT_STEP),
+                        "PDROUTE_POLICY": policy.removesuffix(ONE_PROMPT_STEP).removesuffix(SHORT_WINDOW),
                         "PDROUTE_PARAMS_PATH": str(params_path),
                         "PDROUTE_KV_BLOCK_SIZE": str(BLOCK_SIZE),
                         "PDROUTE_THRESHOLD_TOKENS": str(THRESHOLD_TOKENS),
@@ -223,6 +227,8 @@ def main() -> int:
                     }
                     if not policy.endswith(ONE_PROMPT_STEP):
                         env["PDROUTE_PREFILL_STEP_TOKENS"] = str(prefill_budget)
+                    if policy.endswith(SHORT_WINDOW):
+                        env["PDROUTE_ARRIVAL_WINDOW_S"] = "0"
                     proxy = ProxyProcess(engines, tmp / f"proxy-{policy}-{rate}-{r}.log", **env)
                     try:
                         rng = random.Random(hash((policy, rate, r)) & 0xFFFFFFFF)

@@ -12,7 +12,7 @@ or a ``Default`` expression of other fields (``colloc_context_tokens``: the runn
 each with this prompt's context, ``system_load * prompt_len``), or ``None`` where the model
 reads "not reported" as such (``prefill_running_tokens``, ``prefill_running_elapsed_ms``,
 ``colloc_tpot_slack_ms``, ``colloc_feasible_routes``, ``decode_feasible_routes``,
-``prefill_arrival_tokens_per_s``, ``prefill_step_tokens``: the answer is
+``prefill_arrival_tokens_per_s``, ``prefill_step_tokens``, ``colloc_arrivals_per_s``: the answer is
 then the one before that input existed, bit for bit; ``colloc_cached_prompt_tokens`` defaults to
 ``cached_prompt_tokens``, and ``prefill_cached_prompt_tokens``, ``pending_prefill_prefix_tokens``
 and ``pending_prefill_requests`` to 0, with the same effect).
@@ -279,6 +279,16 @@ ROUTE_FIELDS: tuple[RouteField, ...] = (
         "the prefill engines' token budget per step (their max_num_batched_tokens): how many "
         "prompt tokens one prefill step can hold. If omitted, a prefill step is taken to hold one "
         "prompt (not listed in assumed)",
+    ),
+    _f(
+        "colloc_arrivals_per_s", "float", 0, MAX_LOAD,
+        "requests per second the gateway sent to the collocation GPU (to prefill or to decode "
+        "there) over a window at least as long as a long prompt's prefill there (pdroute proxy: "
+        "the last 30 s); under goodput the queue-aware model counts the decodes that will join "
+        "that GPU while a prompt's chunks hold it at this rate (else at colloc_feasible_routes "
+        "over two seconds), and does not take a collocation that alone serves a request in time "
+        "when at least one is expected and its chunks would make them late. If omitted, the "
+        "two-second routes stand for the rate (not listed in assumed)",
     ),
 )  # fmt: skip
 

@@ -159,6 +159,9 @@ class Decider:
             model = self.store.current.model  # its prefill time: when the incoming hand-offs arrive
             prefill_ms = model.forms.prefill_ms if isinstance(model, QueueAwareModel) else None
             own["colloc_tpot_slack_ms"] = self.ledger.tpot_slack_ms(decode_id, now, slo, prefill_ms)
+        if self.settings.arrival_window_s > 0.0:
+            window = self.settings.arrival_window_s
+            own["colloc_arrivals_per_s"] = self.ledger.arrival_rate(decode_id, now, window)
         if self.settings.default_ttft_slo_ms is not None:
             routes = self.ledger.feasible_routes(decode_id, now, self.settings.default_ttft_slo_ms)
             own["colloc_feasible_routes"] = own["decode_feasible_routes"] = routes

@@ -27,6 +27,10 @@ It also counts, per decode engine, the requests sent there over the last ``RATE_
 the model expected to make their targets or whose first token came within the TTFT target
 (``feasible_routes``): under goodput, an engine with none serves nobody in time, and a request
 that cannot make its own costs nobody there.
+And it counts every request sent to each decode engine over a longer window
+(``arrival_rate``, the proxy's ``arrival_window_s``): two seconds hold no arrival a third of
+the time at half a request a second, so they say little of the decodes that will join during a
+prompt's seven-second prefill there.
 
 The prefill rate is the proxy's own because the engine's counter cannot give it: vLLM's
 ``prompt_tokens_total`` counts every prompt token of every request, the ones a KV connector
@@ -89,6 +93,7 @@ class EngineLoad:
     incoming: dict[int, PrefillTicket] = field(default_factory=dict)  # prefilling elsewhere for here
     gaps: deque[float] = field(default_factory=lambda: deque(maxlen=PACE_GAPS))  # s per token, newest last
     routes: deque[Route] = field(default_factory=deque)  # requests sent here lately, oldest first
+    arrivals: deque[float] = field(default_factory=deque)  # when requests were sent here (monotonic s)
 
     def pending_prefix_tokens(self) -> float:
         """The mean prefix under the prompt tokens pending prefill here (``pending_prefill_prefix_tokens``):
@@ -247,6 +252,7 @@ class Ledger:
         self.down_s = down_s
         self.clock = clock  # monotonic s, the clock of every ``now`` passed here
         self.engines: dict[str, EngineLoad] = {}
+        self.first_arrival = math.inf  # monotonic s: the first request counted by ``count_arrival``
 
     def load(self, engine_id: str) -> EngineLoad:
         found = self.engines.get(engine_id)
@@ -339,6 +345,20 @@ class Ledger:
         last ``RATE_WINDOW_S`` is kept."""
         routes = self._recent_routes(engine_id, now)
         routes.append(Route(now, expected_in_time, token_times))
+
+    def count_arrival(self, engine_id: str, now: float) -> None:
+        """A request is sent to ``engine_id`` (to prefill or to decode there) at ``now``."""
+        self.load(engine_id).arrivals.append(now)
+        self.first_arrival = min(self.first_arrival, now)
+
+    def arrival_rate(self, engine_id: str, now: float, window_s: float) -> float:
+        """Requests per second sent to ``engine_id`` over the last ``window_s`` (older ones
+        dropped): the model's ``colloc_arrivals_per_s``. Until the proxy has counted for
+        ``window_s``, over the time since its first request (at least ``RATE_WINDOW_S``)."""
+        arrivals = self.load(engine_id).arrivals
+        while arrivals and arrivals[0] <= now - window_s:
+            arrivals.popleft()
+        return len(arrivals) / max(RATE_WINDOW_S, min(window_s, now - self.first_arrival))
 
     def _recent_routes(self, engine_id: str, now: float) -> deque[Route]:
         routes = self.load(engine_id).routes

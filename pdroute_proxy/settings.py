@@ -64,6 +64,16 @@ class ProxySettings(Settings):
         "the model adds the prompts that arrive before a prompt's prefill step starts and share it "
         "(vLLM puts every waiting prompt that fits in a step); unset: one prompt a step",
     )
+    arrival_window_s: float = Field(
+        default=30.0,
+        ge=0,
+        le=3600,
+        allow_inf_nan=False,
+        description="the window over which the proxy counts the requests it sends each decode engine, "
+        "reported to the model as colloc_arrivals_per_s (the decodes that will join it during a long "
+        "prefill there): at least as long as the longest prefill; 0: not reported (the model's two-second "
+        "routes stand for it)",
+    )
     prefill_timeout_s: float = Field(
         default=30.0, gt=0, le=3600, allow_inf_nan=False, description="longest wait for a prefill answer"
     )

@@ -114,6 +114,7 @@ route_inputs_st = st.builds(
     pending_prefill_requests=st.one_of(st.none(), st.integers(0, 40)),
     prefill_arrival_tokens_per_s=st.one_of(st.none(), st.floats(0, 1e6)),
     prefill_step_tokens=st.one_of(st.none(), st.integers(1, 20_000)),
+    colloc_arrivals_per_s=st.one_of(st.none(), st.floats(0, 1000)),
 )
 
 
@@ -149,6 +150,7 @@ def random_route_inputs(n: int, seed: int, missing: float = 0.2) -> list[RouteIn
         "pending_prefill_requests": maybe(0, 12),
         "prefill_arrival_tokens_per_s": [None if v is None else v * 7.5 for v in maybe(0, 4000)],
         "prefill_step_tokens": maybe(1, 8192),
+        "colloc_arrivals_per_s": [None if v is None else v / 20.0 for v in maybe(0, 200)],
     }
     return [
         RouteInputs(

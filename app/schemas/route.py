@@ -85,6 +85,7 @@ class RouteRequest(StrictModel):
     pending_prefill_requests: Annotated[int | None, route_field("pending_prefill_requests")] = None
     prefill_arrival_tokens_per_s: Annotated[float | None, route_field("prefill_arrival_tokens_per_s")] = None
     prefill_step_tokens: Annotated[int | None, route_field("prefill_step_tokens")] = None
+    colloc_arrivals_per_s: Annotated[float | None, route_field("colloc_arrivals_per_s")] = None
     objective: Annotated[Literal["latency", "goodput"] | None, route_choice("objective")] = None
 
     decode_target: Annotated[

@@ -97,15 +97,19 @@ def serves_many(feasible_routes: FloatArray) -> FloatArray:
     return np.where(feasible_routes == 0.0, 0.0, 1.0)
 
 
-def arrivals(feasible_routes: float, during_ms: float) -> float:
-    """The requests expected at a GPU over the next ``during_ms``: its routes of the gateway's
-    window as a rate. 0 when not reported."""
+def arrivals(feasible_routes: float, during_ms: float, rate_per_s: float) -> float:
+    """The requests expected at a GPU over the next ``during_ms``: the gateway's rate of requests
+    sent there over a long window (``rate_per_s``) when reported, else its routes of the
+    two-second window as a rate; 0 when neither is reported."""
+    if not math.isnan(rate_per_s):
+        return rate_per_s * during_ms / 1000.0
     return 0.0 if math.isnan(feasible_routes) else feasible_routes * during_ms / RECENT_WINDOW_MS
 
 
-def arrivals_many(feasible_routes: FloatArray, during_ms: FloatArray) -> FloatArray:
+def arrivals_many(feasible_routes: FloatArray, during_ms: FloatArray, rate_per_s: FloatArray) -> FloatArray:
     """``arrivals`` of each element."""
-    return np.where(np.isnan(feasible_routes), 0.0, feasible_routes * during_ms / RECENT_WINDOW_MS)
+    routes = np.where(np.isnan(feasible_routes), 0.0, feasible_routes * during_ms / RECENT_WINDOW_MS)
+    return np.where(np.isnan(rate_per_s), routes, rate_per_s * during_ms / 1000.0)
 
 
 def prefills_locally(decode_pending_tokens: float) -> float:

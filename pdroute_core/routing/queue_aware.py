@@ -639,8 +639,14 @@ class QueueAwareModel:
             and (chunks * D + col.chunk * v.pending_prefill_tokens / col.chunk_tokens + col.ahead_ms)
             > v.colloc_tpot_slack_ms
         )
-        if ok_c and not ok_d and past_slack:
-            # Only collocation serves it in time, at a running request's target: no path does.
+        # The decodes expected to join the collocation GPU while its chunks hold it, and whether
+        # they would be late (each delayed by half its chunks on average; goodput only).
+        coming = obj.arrivals(v.colloc_feasible_routes, col.own, v.colloc_arrivals_per_s)
+        joiners_late = (
+            self.is_goodput and coming >= 1.0 and (tpot_c + 0.5 * chunks) / tpot_slo > self.feasible
+        )
+        if ok_c and not ok_d and (past_slack or joiners_late):
+            # Only collocation serves it in time, at a running or coming request's target: no path does.
             ok_c = False
         # Decodes beside it: the B running, or those that will join (an idle GPU the gateway sent
         # no request in time lately has none to come).
@@ -709,9 +715,7 @@ class QueueAwareModel:
                 )
                 # The decodes that will join the collocation GPU while its chunks hold it (the
                 # GPU's recent routes in time as a rate), each delayed by half its chunks on average.
-                budget_c += colloc_on_time * (
-                    obj.arrivals(v.colloc_feasible_routes, col.own) * (0.5 * chunks / tpot_slo)
-                )
+                budget_c += colloc_on_time * (coming * (0.5 * chunks / tpot_slo))
             is_disagg, reason, meets = budget_d < budget_c, REASON_SLO_NONE, False
             if self.is_goodput and budget_d == budget_c and pool_on_time == 0.0:
                 # Neither with victims in time, the pool late: where it is later, the resource
@@ -782,15 +786,17 @@ class QueueAwareModel:
                 * obj.serves_many(v.colloc_feasible_routes)
                 * (v.pending_prefill_requests * col.own / ttft_slo)
             )
-            budget_c = budget_c + colloc_on_time * (
-                obj.arrivals_many(v.colloc_feasible_routes, col.own) * (0.5 * chunks / tpot_slo)
-            )
+            coming = obj.arrivals_many(v.colloc_feasible_routes, col.own, v.colloc_arrivals_per_s)
+            budget_c = budget_c + colloc_on_time * (coming * (0.5 * chunks / tpot_slo))
             tie = budget_d == budget_c  # decide's tie rules
             sink = tie & (pool_on_time == 0.0)
             spare_gpu = tie & (pool_on_time != 0.0) & (colloc_on_time == 1.0)
             ahead = col.chunk * v.pending_prefill_tokens / col.chunk_tokens + col.ahead_ms
             past_slack = chunks * D + ahead > v.colloc_tpot_slack_ms
-            ok_c = ok_c & (ok_d | ~past_slack)  # decide: only collocation, at a decode's target
+            joiners_late = (coming >= 1.0) & ((tpot_c + 0.5 * chunks) / tpot_slo > self.feasible)
+            ok_c = ok_c & (
+                ok_d | ~(past_slack | joiners_late)
+            )  # decide: only collocation, at a decode's target
             beside = (B > 0.0) | (obj.serves_many(v.colloc_feasible_routes) == 1.0)
             spares = (((tpot_c + chunks) / tpot_slo > self.feasible) & beside) | past_slack
         both, meets = ok_c & ok_d, ok_c | ok_d

@@ -91,6 +91,7 @@ class RouteInputs:
     pending_prefill_requests: int | None = None  # prompts pending prefill on the collocation GPU
     prefill_arrival_tokens_per_s: float | None = None  # prompt tokens/s sent to the prefill pool lately
     prefill_step_tokens: int | None = None  # the prefill engines' token budget per step
+    colloc_arrivals_per_s: float | None = None  # requests/s sent to the collocation GPU over a long window
 
     def missing(self) -> tuple[str, ...]:
         """The optional inputs this request did not report, in ``OPTIONAL_INPUTS`` order (the

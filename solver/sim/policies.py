@@ -129,6 +129,9 @@ class RouteView(NamedTuple):
     # step (``FleetConfig.prefill_batch_tokens``), None where each runs one prompt a pass.
     prefill_arrival_tokens_per_s: float | None = None
     prefill_step_tokens: int | None = None
+    # Requests per second routed to the collocation GPU over a long window: not reported by the
+    # simulated gateway (None), so the model counts the decodes coming from its two-second routes.
+    colloc_arrivals_per_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
