@@ -50,6 +50,29 @@ ONE_PROMPT_STEP = "-one-prompt-step"
 SHORT_WINDOW = "-short-window"
 
 
+def proxy_env(
+    policy: str, params_path: Path, slo_ms: tuple[float, float], prefill_budget: int | None, block_size: int
+) -> dict[str, str]:
+    """The proxy's settings for one run of ``policy`` (a variant runs pdroute without its input)."""
+    env = {
+        "PDROUTE_POLICY": policy.removesuffix(ONE_PROMPT_STEP).removesuffix(SHORT_WINDOW),
+        "PDROUTE_PARAMS_PATH": str(params_path),
+        "PDROUTE_KV_BLOCK_SIZE": str(block_size),
+        "PDROUTE_THRESHOLD_TOKENS": str(THRESHOLD_TOKENS),
+        "PDROUTE_MAX_QUEUE_DEPTH": "2",
+        "PDROUTE_DEFAULT_TTFT_SLO_MS": str(slo_ms[0]),
+        "PDROUTE_DEFAULT_TPOT_SLO_MS": str(slo_ms[1]),
+        "PDROUTE_CHUNK_SIZE": "2048",
+        "PDROUTE_PREFILL_TIMEOUT_S": "120",
+        "PDROUTE_READ_TIMEOUT_S": "120",
+    }
+    if prefill_budget is not None and not policy.endswith(ONE_PROMPT_STEP):
+        env["PDROUTE_PREFILL_STEP_TOKENS"] = str(prefill_budget)
+    if policy.endswith(SHORT_WINDOW):
+        env["PDROUTE_ARRIVAL_WINDOW_S"] = "0"
+    return env
+
+
 def workload(args: argparse.Namespace) -> Workload:
     if args.trace == "poisson":
         lengths = LengthDistribution(
@@ -209,26 +232,12 @@ def main() -> int:
             f"SLO TTFT {args.ttft_slo_ms:g} ms, TPOT {args.tpot_slo_ms:g} ms",
             flush=True,
         )
+        slo_ms = (args.ttft_slo_ms, args.tpot_slo_ms)
         for r in range(args.repeats):
             for rate in loads:
                 order = policies[r % len(policies) :] + policies[: r % len(policies)]
                 for policy in order:
-                    env = {
-                        "PDROUTE_POLICY": policy.removesuffix(ONE_PROMPT_STEP).removesuffix(SHORT_WINDOW),
-                        "PDROUTE_PARAMS_PATH": str(params_path),
-                        "PDROUTE_KV_BLOCK_SIZE": str(BLOCK_SIZE),
-                        "PDROUTE_THRESHOLD_TOKENS": str(THRESHOLD_TOKENS),
-                        "PDROUTE_MAX_QUEUE_DEPTH": "2",
-                        "PDROUTE_DEFAULT_TTFT_SLO_MS": str(args.ttft_slo_ms),
-                        "PDROUTE_DEFAULT_TPOT_SLO_MS": str(args.tpot_slo_ms),
-                        "PDROUTE_CHUNK_SIZE": "2048",
-                        "PDROUTE_PREFILL_TIMEOUT_S": "120",
-                        "PDROUTE_READ_TIMEOUT_S": "120",
-                    }
-                    if not policy.endswith(ONE_PROMPT_STEP):
-                        env["PDROUTE_PREFILL_STEP_TOKENS"] = str(prefill_budget)
-                    if policy.endswith(SHORT_WINDOW):
-                        env["PDROUTE_ARRIVAL_WINDOW_S"] = "0"
+                    env = proxy_env(policy, params_path, slo_ms, prefill_budget, BLOCK_SIZE)
                     proxy = ProxyProcess(engines, tmp / f"proxy-{policy}-{rate}-{r}.log", **env)
                     try:
                         rng = random.Random(hash((policy, rate, r)) & 0xFFFFFFFF)

@@ -222,6 +222,24 @@ HAND_PICKED: tuple[dict[str, Any], ...] = (
         }
         for routes in (0, 2)
     ),
+    # Only collocation serves it in time on an idle GPU: under goodput not taken where decodes are
+    # expected during its prefill (the gateway's rate over a long window) that its chunks would
+    # make late.
+    *(
+        {
+            "prompt_len": 4000,
+            "predicted_output_len": 5,
+            "system_load": 0,
+            "decode_batch_size": 0,
+            "prefill_queue_requests": 40,
+            "prefill_pool_gpus": 1,
+            "ttft_slo_ms": 2000.0,
+            "tpot_slo_ms": 10.0,
+            "colloc_feasible_routes": 0,
+            "colloc_arrivals_per_s": rate,
+        }
+        for rate in (0.5, 50.0)
+    ),
     # A busy prefill pool whose engines put every waiting prompt that fits in a step: the prompts
     # that arrive before this one's step starts share it.
     {

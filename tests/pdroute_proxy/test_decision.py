@@ -337,6 +337,38 @@ def test_the_decision_reads_the_requests_sent_expected_in_time_when_a_ttft_targe
     assert untargeted.inputs(1000, 50, "d0", ("p0",))[0].colloc_feasible_routes is None
 
 
+def test_the_arrival_rate_is_the_requests_sent_over_the_long_window_or_since_the_first() -> None:
+    ledger = Ledger(down_s=5.0)
+    assert ledger.arrival_rate("d0", 100.0, 30.0) == 0.0  # nothing sent yet
+    ledger.count_arrival("d0", 100.0)
+    # Counted for less than the window (and the two-second floor): over the floor.
+    assert ledger.arrival_rate("d0", 100.5, 30.0) == pytest.approx(1 / RATE_WINDOW_S)
+    for k in range(1, 10):  # one a second
+        ledger.count_arrival("d0", 100.0 + k)
+    ledger.count_arrival("d1", 109.0)
+    assert ledger.arrival_rate("d0", 110.0, 30.0) == pytest.approx(10 / 10.0)  # since the first
+    assert ledger.arrival_rate("d1", 110.0, 30.0) == pytest.approx(1 / 10.0)
+    # Past the window: its last 30 s only (the first two have dropped out, and from the deque).
+    assert ledger.arrival_rate("d0", 131.5, 30.0) == pytest.approx(8 / 30.0)
+    assert len(ledger.load("d0").arrivals) == 8
+
+
+def test_the_decision_reads_the_arrival_rate_unless_its_window_is_zero(
+    tmp_path: Path, queue_aware_params_file: Path
+) -> None:
+    d = decider(tmp_path, queue_aware_params_file, readings={})  # at 10.0
+    assert d.settings.arrival_window_s == 30.0
+    for t in (6.0, 7.0, 8.0, 9.0):
+        d.ledger.count_arrival("d0", t)
+    inputs, sources = d.inputs(1000, 50, "d0", ("p0",))
+    assert inputs.colloc_arrivals_per_s == pytest.approx(4 / 4.0)  # 4 in the 4 s since the first
+    assert sources["colloc_arrivals_per_s"] == "proxy"
+    off = decider(tmp_path, queue_aware_params_file, readings={}, arrival_window_s=0.0)
+    off.ledger = d.ledger
+    inputs, sources = off.inputs(1000, 50, "d0", ("p0",))
+    assert inputs.colloc_arrivals_per_s is None and "colloc_arrivals_per_s" not in sources
+
+
 def test_the_proxys_model_predicts_the_first_token_it_streams(
     tmp_path: Path, fakes: tuple[FakeEngine, FakeEngine], queue_aware_params_file: Path
 ) -> None:

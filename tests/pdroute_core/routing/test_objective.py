@@ -160,6 +160,38 @@ def test_goodput_does_not_take_a_collocation_only_it_serves_in_time_past_the_lea
     assert latency.decide(dataclasses.replace(alone, colloc_tpot_slack_ms=30.0)) == a
 
 
+def test_goodput_does_not_take_an_only_collocation_that_would_make_the_coming_decodes_late() -> None:
+    # An idle GPU the gateway sent nothing in time lately, the pool 40 prompts deep: only
+    # collocation serves this request in time (208 ms of chunks, 10 ms a step over its 4 steps).
+    latency, goodput = qa_model(), goodput_of(qa_model())
+    x = dataclasses.replace(
+        BESIDE, system_load=0, decode_batch_size=0, prefill_queue_requests=40,
+        colloc_feasible_routes=0, tpot_slo_ms=10.0,
+    )  # fmt: skip
+    a = goodput.decide(x)
+    assert (a.decision, a.reason, a.meets_slo) == ("collocated", "slo_only_feasible", True)
+    assert a.local_prefill_ms == pytest.approx(208.0)
+    # At 4 requests/s fewer than one decode is expected during those 208 ms: as before, bit for bit.
+    assert goodput.decide(dataclasses.replace(x, colloc_arrivals_per_s=4.0)) == a
+    # At 5/s one is (1.04), and half the chunks' delay takes it from 5.05 ms a step past the
+    # target's feasible share (10.05 > 9 ms): one request in time for another, no path meets.
+    b = goodput.decide(dataclasses.replace(x, colloc_arrivals_per_s=5.0))
+    assert (b.decision, b.reason, b.meets_slo) == ("disaggregated", "slo_none_feasible", False)
+    assert b.tpot_collocated_ms + 0.5 * 40.0 / 4 > 0.9 * 10.0 > b.tpot_collocated_ms
+    # Not reported, the two-second routes stand for the rate: 10 routes are 5/s, 9 are 4.5/s.
+    assert goodput.decide(dataclasses.replace(x, colloc_feasible_routes=10)).reason == "slo_none_feasible"
+    assert goodput.decide(dataclasses.replace(x, colloc_feasible_routes=9)) == a
+    # Reported, the rate is read instead of the routes.
+    assert goodput.decide(
+        dataclasses.replace(x, colloc_feasible_routes=20, colloc_arrivals_per_s=4.0)
+    ).meets_slo
+    # Spread over 400 steps the chunks leave the coming decodes in time.
+    long = dataclasses.replace(x, predicted_output_len=401, colloc_arrivals_per_s=5.0)
+    assert goodput.decide(long).reason == "slo_only_feasible"
+    # latency does not read it.
+    assert latency.decide(dataclasses.replace(x, colloc_arrivals_per_s=5.0)) == latency.decide(x)
+
+
 # Both paths late (a 50 ms TTFT target no 4,000-token prefill meets); the collocation GPU's
 # steps on time (5.45 ms against a 7 ms TPOT target) but prompts chunked there at 2 M tokens/s,
 # which stretch its predicted TPOT to a chunk per step (7.9 ms), past the target.
@@ -284,8 +316,16 @@ def test_goodput_counts_the_decodes_that_will_join_the_gpu_during_a_long_prefill
     assert busy.decision == "disaggregated" and busy.reason == "slo_none_feasible"
     # Fewer recent arrivals: the one queued prompt weighs more.
     assert goodput.decide(dataclasses.replace(x, colloc_feasible_routes=2)).decision == "collocated"
+    # A gateway's rate over a longer window is read instead of the routes: 4 requests/s is
+    # what the 8 routes of two seconds say; none coming, the decode beside it decides.
+    rate = dataclasses.replace(
+        x, colloc_feasible_routes=8, decode_feasible_routes=8, colloc_arrivals_per_s=4.0
+    )
+    assert goodput.decide(rate) == busy
+    assert goodput.decide(dataclasses.replace(rate, colloc_arrivals_per_s=0.0)).decision == "collocated"
     # Under latency, recent routes change nothing.
     assert qa_model().decide(dataclasses.replace(x, colloc_feasible_routes=8)).decision == "collocated"
+    assert qa_model().decide(rate).decision == "collocated"
 
 
 @settings(max_examples=60, deadline=None)
