@@ -112,6 +112,20 @@ def arrivals_many(feasible_routes: FloatArray, during_ms: FloatArray, rate_per_s
     return np.where(np.isnan(rate_per_s), routes, rate_per_s * during_ms / 1000.0)
 
 
+def joins(coming: float, feasible_routes: float, rate_per_s: float) -> float:
+    """1.0 when at least one decode is expected to join a GPU (``coming``, its ``arrivals``),
+    0.0 when fewer; NaN (unknown) when the gateway reports neither its rate nor its routes."""
+    if math.isnan(rate_per_s) and math.isnan(feasible_routes):
+        return math.nan
+    return 1.0 if coming >= 1.0 else 0.0
+
+
+def joins_many(coming: FloatArray, feasible_routes: FloatArray, rate_per_s: FloatArray) -> FloatArray:
+    """``joins`` of each element."""
+    unknown = np.isnan(rate_per_s) & np.isnan(feasible_routes)
+    return np.where(unknown, math.nan, np.where(coming >= 1.0, 1.0, 0.0))
+
+
 def prefills_locally(decode_pending_tokens: float) -> float:
     """1.0 when the decode GPU has prompts of its own pending prefill (it is also a collocation
     GPU, busy with local prefills), else 0.0."""

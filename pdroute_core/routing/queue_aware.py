@@ -641,22 +641,18 @@ class QueueAwareModel:
         )
         # The decodes expected to join the collocation GPU while its chunks hold it, and whether
         # they would be late (each delayed by half its chunks on average; goodput only).
+        # The decodes expected to join the GPU while its chunks hold it (at the gateway's rate),
+        # whether at least one is (NaN: neither rate nor routes reported), and whether its chunks'
+        # delay, spread over this request's steps, would make a decode beside it late.
         coming = obj.arrivals(v.colloc_feasible_routes, col.own, v.colloc_arrivals_per_s)
-        joiners_late = (
-            self.is_goodput and coming >= 1.0 and (tpot_c + 0.5 * chunks) / tpot_slo > self.feasible
-        )
-        if ok_c and not ok_d and (past_slack or joiners_late):
+        joining = obj.joins(coming, v.colloc_feasible_routes, v.colloc_arrivals_per_s)
+        late_beside = self.is_goodput and (tpot_c + chunks) / tpot_slo > self.feasible
+        if ok_c and not ok_d and (past_slack or (late_beside and joining == 1.0)):
             # Only collocation serves it in time, at a running or coming request's target: no path does.
             ok_c = False
-        # Decodes beside it: the B running, or those that will join (an idle GPU the gateway sent
-        # no request in time lately has none to come).
-        beside = B > 0.0 or obj.serves(v.colloc_feasible_routes) == 1.0
-        if (
-            ok_c
-            and ok_d
-            and self.is_goodput
-            and (((tpot_c + chunks) / tpot_slo > self.feasible and beside) or past_slack)
-        ):
+        # Decodes beside it: the B running, or at least one that will join (unknown: some will).
+        beside = B > 0.0 or joining != 0.0
+        if ok_c and ok_d and ((late_beside and beside) or past_slack):
             # Under goodput a collocation that would make the decodes beside it late loses.
             is_disagg, reason, meets = True, REASON_HARM, True
         elif ok_c and ok_d:
@@ -793,12 +789,12 @@ class QueueAwareModel:
             spare_gpu = tie & (pool_on_time != 0.0) & (colloc_on_time == 1.0)
             ahead = col.chunk * v.pending_prefill_tokens / col.chunk_tokens + col.ahead_ms
             past_slack = chunks * D + ahead > v.colloc_tpot_slack_ms
-            joiners_late = (coming >= 1.0) & ((tpot_c + 0.5 * chunks) / tpot_slo > self.feasible)
-            ok_c = ok_c & (
-                ok_d | ~(past_slack | joiners_late)
-            )  # decide: only collocation, at a decode's target
-            beside = (B > 0.0) | (obj.serves_many(v.colloc_feasible_routes) == 1.0)
-            spares = (((tpot_c + chunks) / tpot_slo > self.feasible) & beside) | past_slack
+            joining = obj.joins_many(coming, v.colloc_feasible_routes, v.colloc_arrivals_per_s)
+            late_beside = (tpot_c + chunks) / tpot_slo > self.feasible
+            # decide: only collocation, at a running or coming decode's target
+            ok_c = ok_c & (ok_d | ~(past_slack | (late_beside & (joining == 1.0))))
+            beside = (B > 0.0) | (joining != 0.0)
+            spares = (late_beside & beside) | past_slack
         both, meets = ok_c & ok_d, ok_c | ok_d
         spared = both & spares
         by_cost = by_cost | spared
