@@ -286,8 +286,8 @@ ROUTE_FIELDS: tuple[RouteField, ...] = (
         "there) over a window at least as long as a long prompt's prefill there (pdroute proxy: "
         "the last 30 s); under goodput the queue-aware model counts the decodes that will join "
         "that GPU while a prompt's chunks hold it at this rate (else at colloc_feasible_routes "
-        "over two seconds), and does not take a collocation that alone serves a request in time "
-        "when at least one is expected and its chunks would make them late. If omitted, the "
+        "over two seconds), and on a GPU with no decode running does not take a collocation "
+        "whose chunks would make them late where at least one is expected. If omitted, the "
         "two-second routes stand for the rate (not listed in assumed)",
     ),
 )  # fmt: skip

@@ -206,8 +206,8 @@ HAND_PICKED: tuple[dict[str, Any], ...] = (
         "ttft_slo_ms": 300.0,
         "tpot_slo_ms": 50.0,
     },
-    # An idle decode GPU: under goodput its collocation spares decodes only where some will come
-    # (the gateway sent it requests in time lately).
+    # An idle decode GPU: under goodput its collocation spares decodes only where at least one
+    # will come during its prefill (the gateway's routes in time over two seconds as a rate).
     *(
         {
             "prompt_len": 3000,
@@ -220,7 +220,7 @@ HAND_PICKED: tuple[dict[str, Any], ...] = (
             "tpot_slo_ms": 20.0,
             "colloc_feasible_routes": routes,
         }
-        for routes in (0, 2)
+        for routes in (0, 2, 40)
     ),
     # Only collocation serves it in time on an idle GPU: under goodput not taken where decodes are
     # expected during its prefill (the gateway's rate over a long window) that its chunks would

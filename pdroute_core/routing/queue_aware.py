@@ -140,11 +140,15 @@ victim counts. Under ``goodput``:
   ``TPOT_c + (u f(c_B, B) / c_B + A) / D`` (this request's D standing for theirs, as in the
   budgets), is past the feasible share of the target, the request is disaggregated (reason
   ``less_harm``). Its own targets hold either way; theirs only one way. The decodes beside it
-  are the B running now and those that join while its chunks run (the test holds at ``B = 0``
-  too: any load brings some), unless the gateway reports that it sent that GPU no request in
-  time over its window (``colloc_feasible_routes`` 0: none are coming that a delay could make
-  late; an idle decode engine took 78-token prompts' 0.3 s prefills to a busy prefill engine and
-  10 s TTFTs on the real engines of docs/proxy.md). When the gateway
+  are the B running now and those that join while its chunks run: at ``B = 0`` the test holds
+  where at least one decode is expected to join during its prefill there, ``arrivals >= 1``
+  over ``own`` (``objective.arrivals``: the gateway's rate of requests to that GPU over a long
+  window, ``colloc_arrivals_per_s``, or its routes in time over two seconds as a rate; neither
+  reported: some are taken to come, as before). A quiet two seconds said nothing of the next
+  four (a 1,126-token prompt collocated on an idle decode engine, 3.6 s of prefill, stalled the
+  hand-offs that came), and any route in two seconds said too much of a 0.3 s prefill (78-token
+  prompts went to a busy prefill engine and waited 5-11 s for their first token; both on the
+  real engines of docs/proxy.md). When the gateway
   reports the least TPOT slack of the decodes beside it that are still in time
   (``colloc_tpot_slack_ms``, S: a proxy that streams their tokens knows how much delay each can
   still take), the collocation is also not taken when all its chunks' delay, ``u f / c_B + A``,
@@ -154,7 +158,11 @@ victim counts. Under ``goodput``:
   one before it, bit for bit). Past S, a collocation that alone serves the request in time is
   not taken either: it would trade a running request's target for this one's, so no path
   meets the targets and the budgets below decide (reason ``slo_none_feasible``; S not reported:
-  taken, as before);
+  taken, as before). Nor where at least one decode is expected to join during its prefill and
+  the spread test above says its chunks would make them late (the first to arrive waits
+  through nearly all of them; no slack exists yet for a request not yet sent): a 1,905-token
+  prompt only the decode engine prefilled in time held it for 7 s while four or five requests
+  arrived (docs/proxy.md);
 - when neither does, only the victims predicted still on time count: ``budget_c`` when the
   collocation GPU's steps are within the TPOT target, the pool's share when the pool's wait and
   the decode engine's first steps (``TTFT_d - T_own - transfer``) are within the TTFT target,

@@ -109,14 +109,31 @@ def test_goodput_does_not_collocate_a_prompt_that_would_make_the_decodes_beside_
     # Spread over 400 steps the same chunks leave them in time: as latency decides.
     long = dataclasses.replace(BESIDE, predicted_output_len=401)
     assert goodput.decide(long).decision == latency.decide(long).decision == "collocated"
-    # With nothing running beside it the test still holds: decodes join while its chunks run ...
+    # With nothing running beside it the test still holds where decodes will join while its
+    # chunks run: without a word from the gateway some are taken to ...
     idle = dataclasses.replace(BESIDE, system_load=0, decode_batch_size=0)
-    assert goodput.decide(idle).decision == "disaggregated"
-    assert goodput.decide(dataclasses.replace(idle, colloc_feasible_routes=1)).decision == "disaggregated"
-    # ... unless the gateway sent that GPU no request in time lately: none is coming.
-    quiet = dataclasses.replace(idle, colloc_feasible_routes=0)
-    assert dataclasses.replace(goodput.decide(quiet), objective="latency") == latency.decide(quiet)
-    assert goodput.decide(quiet).reason != "less_harm"
+    assert goodput.decide(idle).reason == "less_harm"
+    assert latency.decide(idle).reason != "less_harm"
+
+    def as_latency(x: RouteInputs) -> bool:
+        return dataclasses.replace(goodput.decide(x), objective="latency") == latency.decide(x)
+
+    # ... and with it, where at least one is expected during its 208 ms prefill there: at the
+    # gateway's rate (5 requests/s: 1.04), or its routes of two seconds as a rate (10: 1.04).
+    for coming in ({"colloc_arrivals_per_s": 5.0}, {"colloc_feasible_routes": 10}):
+        assert goodput.decide(dataclasses.replace(idle, **coming)).reason == "less_harm"
+    # Fewer, or none (no request in time lately): decided as latency decides.
+    for quiet in (
+        {"colloc_arrivals_per_s": 4.0},
+        {"colloc_feasible_routes": 9},
+        {"colloc_feasible_routes": 0},
+    ):
+        assert as_latency(dataclasses.replace(idle, **quiet))
+    # The rate, where reported, is read instead of the routes.
+    assert as_latency(dataclasses.replace(idle, colloc_arrivals_per_s=4.0, colloc_feasible_routes=10))
+    assert goodput.decide(
+        dataclasses.replace(idle, colloc_arrivals_per_s=5.0, colloc_feasible_routes=0)
+    ).reason == ("less_harm")
     # Running decodes are beside it whatever the routes say.
     assert goodput.decide(dataclasses.replace(BESIDE, colloc_feasible_routes=0)).reason == "less_harm"
 
@@ -173,11 +190,12 @@ def test_goodput_does_not_take_an_only_collocation_that_would_make_the_coming_de
     assert a.local_prefill_ms == pytest.approx(208.0)
     # At 4 requests/s fewer than one decode is expected during those 208 ms: as before, bit for bit.
     assert goodput.decide(dataclasses.replace(x, colloc_arrivals_per_s=4.0)) == a
-    # At 5/s one is (1.04), and half the chunks' delay takes it from 5.05 ms a step past the
-    # target's feasible share (10.05 > 9 ms): one request in time for another, no path meets.
+    # At 5/s one is (1.04), and the chunks' delay (the first to arrive waits through all of it)
+    # takes it from 5.05 ms a step past the target's feasible share (15.05 > 9 ms): one request
+    # in time for another, no path meets the targets.
     b = goodput.decide(dataclasses.replace(x, colloc_arrivals_per_s=5.0))
     assert (b.decision, b.reason, b.meets_slo) == ("disaggregated", "slo_none_feasible", False)
-    assert b.tpot_collocated_ms + 0.5 * 40.0 / 4 > 0.9 * 10.0 > b.tpot_collocated_ms
+    assert b.tpot_collocated_ms + 40.0 / 4 > 0.9 * 10.0 > b.tpot_collocated_ms
     # Not reported, the two-second routes stand for the rate: 10 routes are 5/s, 9 are 4.5/s.
     assert goodput.decide(dataclasses.replace(x, colloc_feasible_routes=10)).reason == "slo_none_feasible"
     assert goodput.decide(dataclasses.replace(x, colloc_feasible_routes=9)) == a
