@@ -647,8 +647,6 @@ class QueueAwareModel:
             and (chunks * D + col.chunk * v.pending_prefill_tokens / col.chunk_tokens + col.ahead_ms)
             > v.colloc_tpot_slack_ms
         )
-        # The decodes expected to join the collocation GPU while its chunks hold it, and whether
-        # they would be late (each delayed by half its chunks on average; goodput only).
         # The decodes expected to join the GPU while its chunks hold it (at the gateway's rate),
         # whether at least one is (NaN: neither rate nor routes reported), and whether its chunks'
         # delay, spread over this request's steps, would make a decode beside it late.
@@ -717,8 +715,8 @@ class QueueAwareModel:
                     * obj.serves(v.colloc_feasible_routes)
                     * (v.pending_prefill_requests * col.own / ttft_slo)
                 )
-                # The decodes that will join the collocation GPU while its chunks hold it (the
-                # GPU's recent routes in time as a rate), each delayed by half its chunks on average.
+                # The decodes that will join the collocation GPU while its chunks hold it (at the
+                # gateway's rate, ``coming``), each delayed by half its chunks on average.
                 budget_c += colloc_on_time * (coming * (0.5 * chunks / tpot_slo))
             is_disagg, reason, meets = budget_d < budget_c, REASON_SLO_NONE, False
             if self.is_goodput and budget_d == budget_c and pool_on_time == 0.0:
