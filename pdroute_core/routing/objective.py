@@ -17,9 +17,7 @@ Objectives:
   local prefill work of its own (``prefills_locally``: one GPU for both paths): like the pool's
   queue, they stand for the prompts that will queue behind this one there; and the decodes that
   will join the collocation GPU while this prompt is chunked on it, at the rate the gateway sent
-  it requests lately (``arrivals``); and the request's own target, on the path that would lose
-  it where the other is within the model's own error of the targets (``admission``'s ``defer``
-  against ``shed``). A pool whose wait
+  it requests in time lately (``arrivals``). A pool whose wait
   alone is past the target cannot lose more goodput by one more late request: the late ones go
   there, and the GPUs that still serve in time keep doing so; unless the gateway reports that the
   decode GPU has no prompts of its own to prefill (``decode_pending_prefill_tokens`` 0: a decode

@@ -182,10 +182,9 @@ victim counts. Under ``goodput``:
   late request from then on and never recovered, while GPUs serving only late requests still
   counted their decodes (docs/decision-model.md). The collocation GPU's budget also counts the
   decodes that will join it while this prompt's chunks hold it, as the pool's queue stands for
-  the prompts that will queue behind it there: the gateway's rate of requests to that GPU
-  (``colloc_arrivals_per_s``; not reported, its routes in time over ``RECENT_WINDOW_MS``,
-  ``colloc_feasible_routes``) over its prefill there, ``col.own``, each delayed by half its
-  chunks' delay on average,
+  the prompts that will queue behind it there: the gateway's recent routes in time to that GPU
+  (``colloc_feasible_routes``, over ``RECENT_WINDOW_MS``) as a rate over its prefill there,
+  ``col.own``, each delayed by half its chunks' delay on average,
   ``+ arrivals * 0.5 * (u f / c_B + A) / (D tpot_slo)`` (not reported: none; on a fleet whose
   every request decodes on that GPU, collocating hopeless long prompts on it for the decodes
   running now alone stalled the next arrivals for seconds: docs/proxy.md). When they tie with the pool and the
@@ -193,13 +192,7 @@ victim counts. Under ``goodput``:
   whose own prefill is past the TTFT target, at light load), it is prefilled on the pool: its
   chunks would hold for its whole prefill the GPU every request decodes on, and a prefill GPU
   only queues prefills (on real engines, collocating such prompts stalled the next arrivals'
-  decodes for seconds: docs/proxy.md). Other ties collocate. This request's own target counts
-  too, where the paths differ on it: a path predicted within the model's own error of the
-  targets (lateness at most ``1 + slo_margin``, the admission's ``defer``: it may still make
-  them) against one beyond it (``shed``: it will not) adds 1, a whole target, to the budget of
-  the latter. (Without it, short prompts predicted a few percent late on the GPU every request
-  decodes on went to a prefill engine 8-18 s deep behind long prompts, where they were lost for
-  sure; collocated they would have made their targets: docs/proxy.md.);
+  decodes for seconds: docs/proxy.md). Other ties collocate;
 
 Every answer also says how late the chosen path is predicted to be (``predicted_lateness_ms``)
 and what a gateway should do with it (``admission``).
