@@ -374,11 +374,9 @@ def test_goodput_with_no_path_in_time_counts_its_own_target_where_one_path_may_s
     without = goodput_of(qa_model())
     without.chance = 0.0  # no lateness within the margin: the budgets of others' targets alone
 
-    def lateness(
-        b: QueueAwareBreakdown, ttft_slo: float = 200.0, tpot_slo: float = 12.0
-    ) -> tuple[float, float]:
-        c = max(b.ttft_collocated_ms / ttft_slo, b.tpot_collocated_ms / tpot_slo)
-        d = max(b.ttft_disaggregated_ms / ttft_slo, b.tpot_disaggregated_ms / tpot_slo)
+    def lateness(b: QueueAwareBreakdown, x: RouteInputs) -> tuple[float, float]:
+        c = max(b.ttft_collocated_ms / x.ttft_slo_ms, b.tpot_collocated_ms / x.tpot_slo_ms)
+        d = max(b.ttft_disaggregated_ms / x.ttft_slo_ms, b.tpot_disaggregated_ms / x.tpot_slo_ms)
         return c, d
 
     # An idle GPU prefills 4,000 tokens in 208 ms against a 200 ms target: 1.04x, within the
@@ -387,7 +385,7 @@ def test_goodput_with_no_path_in_time_counts_its_own_target_where_one_path_may_s
         4000, 5, 0, 0, 256, prefill_queue_requests=4, prefill_pool_gpus=1, ttft_slo_ms=200.0, tpot_slo_ms=12.0
     )
     b = goodput.decide(x)
-    c, d = lateness(b)
+    c, d = lateness(b, x)
     assert 1.0 < c <= 1.1 < d
     assert (b.decision, b.reason, b.meets_slo, b.admission) == (
         "collocated",
@@ -410,7 +408,7 @@ def test_goodput_with_no_path_in_time_counts_its_own_target_where_one_path_may_s
         pending_prefill_tokens=20_000,
     )
     b = goodput.decide(y)
-    c, d = lateness(b)
+    c, d = lateness(b, y)
     assert 0.9 < d <= 1.1 < c
     assert (b.decision, b.reason, b.meets_slo, b.admission) == (
         "disaggregated",
