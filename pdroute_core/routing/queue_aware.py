@@ -388,7 +388,6 @@ class QueueAwareModel:
         self.harm_weight = float(harm_weight)
         self.slo_margin = float(slo_margin)
         self.feasible = 1.0 - self.slo_margin  # the largest lateness that counts as meeting a target
-        self.chance = 1.0 + self.slo_margin  # the largest that may still make it (admission: defer)
         self._variants: dict[str, QueueAwareModel] = {}  # with_objective's, by objective
 
     def with_objective(self, objective: str) -> QueueAwareModel:
@@ -719,11 +718,6 @@ class QueueAwareModel:
                 # The decodes that will join the collocation GPU while its chunks hold it (at the
                 # gateway's rate, ``coming``), each delayed by half its chunks on average.
                 budget_c += colloc_on_time * (coming * (0.5 * chunks / tpot_slo))
-                # Its own target: a path predicted within the model's own error of it may still
-                # make it, one beyond it will not (the admission's defer and shed).
-                chance_c, chance_d = late_c <= self.chance, late_d <= self.chance
-                budget_c += 1.0 if chance_d and not chance_c else 0.0
-                budget_d += 1.0 if chance_c and not chance_d else 0.0
             is_disagg, reason, meets = budget_d < budget_c, REASON_SLO_NONE, False
             if self.is_goodput and budget_d == budget_c and pool_on_time == 0.0:
                 # Neither with victims in time, the pool late: where it is later, the resource
@@ -796,9 +790,6 @@ class QueueAwareModel:
             )
             coming = obj.arrivals_many(v.colloc_feasible_routes, col.own, v.colloc_arrivals_per_s)
             budget_c = budget_c + colloc_on_time * (coming * (0.5 * chunks / tpot_slo))
-            chance_c, chance_d = late_c <= self.chance, late_d <= self.chance
-            budget_c = budget_c + np.where(chance_d & ~chance_c, 1.0, 0.0)
-            budget_d = budget_d + np.where(chance_c & ~chance_d, 1.0, 0.0)
             tie = budget_d == budget_c  # decide's tie rules
             sink = tie & (pool_on_time == 0.0)
             spare_gpu = tie & (pool_on_time != 0.0) & (colloc_on_time == 1.0)
