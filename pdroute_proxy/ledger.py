@@ -28,9 +28,10 @@ the model expected to make their targets or whose first token came within the TT
 (``feasible_routes``): under goodput, an engine with none serves nobody in time, and a request
 that cannot make its own costs nobody there.
 And it counts every request sent to each decode engine over a longer window
-(``arrival_rate``, the proxy's ``arrival_window_s``): two seconds hold no arrival a third of
-the time at half a request a second, so they say little of the decodes that will join during a
-prompt's seven-second prefill there.
+(``arrival_rate``, the proxy's ``arrival_window_s``), and reads the prompt tokens sent to the
+prefill engines over the same window: two seconds hold no arrival a third of the time at half a
+request a second, so they say little of the decodes that will join during a prompt's
+seven-second prefill there, or of the prompts that will share a prefill step seconds away.
 
 The prefill rate is the proxy's own because the engine's counter cannot give it: vLLM's
 ``prompt_tokens_total`` counts every prompt token of every request, the ones a KV connector
@@ -55,7 +56,8 @@ PACE_GAPS = 64  # gaps between tokens a decode engine's pace is the median of
 
 
 class TokenWindow:
-    """Tokens counted over the last ``RATE_WINDOW_S``, as a rate (older counts dropped)."""
+    """Tokens counted over a recent window (``RATE_WINDOW_S`` unless told), as a rate (older
+    counts dropped)."""
 
     __slots__ = ("counts", "total")
 
@@ -67,12 +69,13 @@ class TokenWindow:
         self.counts.append((now, tokens))
         self.total += tokens
 
-    def per_s(self, now: float) -> float:
-        """Tokens per second over the last ``RATE_WINDOW_S`` before ``now`` (monotonic s)."""
+    def per_s(self, now: float, window_s: float = RATE_WINDOW_S, since: float = -math.inf) -> float:
+        """Tokens per second over the last ``window_s`` before ``now`` (monotonic s); counted
+        only since ``since``, over the time since then (at least ``RATE_WINDOW_S``)."""
         counts = self.counts
-        while counts and counts[0][0] < now - RATE_WINDOW_S:
+        while counts and counts[0][0] < now - window_s:
             self.total -= counts.popleft()[1]
-        return self.total / RATE_WINDOW_S
+        return self.total / max(RATE_WINDOW_S, min(window_s, now - since))
 
 
 @dataclass
@@ -137,7 +140,7 @@ class PoolView:
     running_tokens: int
     running_elapsed_ms: float | None  # how long the running ones have run, on average (None: none runs)
     num_engines: int  # prefill engines not marked down
-    arrival_tokens_per_s: float = 0.0  # prompt tokens sent to the pool over the last RATE_WINDOW_S
+    arrival_tokens_per_s: float = 0.0  # prompt tokens per second sent to the pool lately
 
 
 class Ticket:
@@ -386,14 +389,14 @@ class Ledger:
         decode = None if decode_id is None else self.load(decode_id)
         return PrefillTicket(self.load(engine_id), prompt_tokens, self.clock, decode, output_len)
 
-    def pool_view(self, prefill_ids: Iterable[str], now: float) -> PoolView:
+    def pool_view(self, prefill_ids: Iterable[str], now: float, window_s: float = RATE_WINDOW_S) -> PoolView:
         """The prefill pool: on each engine the oldest prompt runs (since ``running_since``) and
-        the rest wait."""
+        the rest wait; the prompt tokens sent there over the last ``window_s`` as a rate."""
         queue_requests = queue_tokens = running_requests = running_tokens = num_engines = 0
         elapsed_s = arrivals = 0.0
         for engine_id in prefill_ids:
             load = self.load(engine_id)
-            arrivals += load.sent.per_s(now)
+            arrivals += load.sent.per_s(now, window_s, self.first_arrival)
             if load.down_until <= now:
                 num_engines += 1
             for i, tokens in enumerate(load.prefills.values()):
