@@ -30,7 +30,7 @@ from pdroute_core.routing.queue_aware import FIRST_TOKEN_PREFILL
 from pdroute_proxy import api, responses
 from pdroute_proxy.decision import Decider
 from pdroute_proxy.http1 import EngineClient
-from pdroute_proxy.ledger import Ledger
+from pdroute_proxy.ledger import RATE_WINDOW_S, Ledger
 from pdroute_proxy.metrics import ProxyMetrics
 from pdroute_proxy.observe import Observer
 from pdroute_proxy.relay import Relay
@@ -83,7 +83,7 @@ def create_proxy_app(
     if scraper is None:
         raise NoEnginesFile("the proxy needs the fleet: set PDROUTE_ENGINES_FILE (pdroute proxy --engines)")
     metrics = ProxyMetrics(registry)
-    ledger = Ledger(settings.down_s, monotonic)
+    ledger = Ledger(settings.down_s, monotonic, settings.arrival_window_s or RATE_WINDOW_S)
     calibration = calibration_from_settings(settings, clock) if settings.calibration_enabled else None
     output_learning = output_learning_from_settings(settings, clock)
     decider = Decider(settings, store, ledger, scraper, monotonic, calibration, output_learning)

@@ -37,7 +37,7 @@ from app.learners.output_length import OutputLearningState
 from app.params_store import ParamsStore
 from pdroute_core.route_fields import FIELDS
 from pdroute_core.routing import COLLOCATED, DISAGGREGATED, Decision, QueueAwareModel, RouteInputs
-from pdroute_proxy.ledger import RATE_WINDOW_S, Ledger
+from pdroute_proxy.ledger import Ledger
 from pdroute_proxy.settings import ProxySettings
 from solver.sim.policies import Policy, RouteView, make_policy
 
@@ -136,8 +136,7 @@ class Decider:
                 values[name] = filled.values[name]
                 sources[name] = f"scrape:{source['endpoint']}"
         load = self.ledger.load(decode_id)
-        window = self.settings.arrival_window_s
-        pool = self.ledger.pool_view(prefill_ids, now, window if window > 0.0 else RATE_WINDOW_S)
+        pool = self.ledger.pool_view(prefill_ids, now)
         rate = load.prefill_rate(now)  # not the scrape's counter (pdroute_proxy.ledger says why)
         own: dict[str, float | None] = {
             "colloc_prefill_tokens_per_s": rate,
@@ -160,8 +159,8 @@ class Decider:
             model = self.store.current.model  # its prefill time: when the incoming hand-offs arrive
             prefill_ms = model.forms.prefill_ms if isinstance(model, QueueAwareModel) else None
             own["colloc_tpot_slack_ms"] = self.ledger.tpot_slack_ms(decode_id, now, slo, prefill_ms)
-        if window > 0.0:
-            own["colloc_arrivals_per_s"] = self.ledger.arrival_rate(decode_id, now, window)
+        if self.settings.arrival_window_s > 0.0:
+            own["colloc_arrivals_per_s"] = self.ledger.arrival_rate(decode_id, now)
         if self.settings.default_ttft_slo_ms is not None:
             routes = self.ledger.feasible_routes(decode_id, now, self.settings.default_ttft_slo_ms)
             own["colloc_feasible_routes"] = own["decode_feasible_routes"] = routes

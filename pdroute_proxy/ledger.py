@@ -56,23 +56,24 @@ PACE_GAPS = 64  # gaps between tokens a decode engine's pace is the median of
 
 
 class TokenWindow:
-    """Tokens counted over a recent window (``RATE_WINDOW_S`` unless told), as a rate (older
-    counts dropped)."""
+    """Tokens counted over the last ``window_s`` (``RATE_WINDOW_S`` unless told), as a rate
+    (older counts dropped)."""
 
-    __slots__ = ("counts", "total")
+    __slots__ = ("counts", "total", "window_s")
 
-    def __init__(self) -> None:
+    def __init__(self, window_s: float = RATE_WINDOW_S) -> None:
         self.counts: deque[tuple[float, int]] = deque()  # (monotonic s, tokens), oldest first
         self.total = 0  # the sum of ``counts``' tokens (kept, not summed per request)
+        self.window_s = window_s
 
     def add(self, now: float, tokens: int) -> None:
         self.counts.append((now, tokens))
         self.total += tokens
 
-    def per_s(self, now: float, window_s: float = RATE_WINDOW_S, since: float = -math.inf) -> float:
+    def per_s(self, now: float, since: float = -math.inf) -> float:
         """Tokens per second over the last ``window_s`` before ``now`` (monotonic s); counted
         only since ``since``, over the time since then (at least ``RATE_WINDOW_S``)."""
-        counts = self.counts
+        counts, window_s = self.counts, self.window_s
         while counts and counts[0][0] < now - window_s:
             self.total -= counts.popleft()[1]
         return self.total / max(RATE_WINDOW_S, min(window_s, now - since))
@@ -92,6 +93,7 @@ class EngineLoad:
     down_until: float = -math.inf  # monotonic s
     prefilled: TokenWindow = field(default_factory=TokenWindow)  # prompt tokens prefilled here lately
     sent: TokenWindow = field(default_factory=TokenWindow)  # a prefill engine's: prompt tokens sent lately
+    # (over the ledger's ``window_s``)
     tickets: dict[int, Ticket] = field(default_factory=dict)  # the requests in flight here, by id
     incoming: dict[int, PrefillTicket] = field(default_factory=dict)  # prefilling elsewhere for here
     gaps: deque[float] = field(default_factory=lambda: deque(maxlen=PACE_GAPS))  # s per token, newest last
@@ -251,16 +253,19 @@ class PrefillTicket:
 class Ledger:
     """Every engine's ``EngineLoad`` by endpoint id (entries appear as ids are first used)."""
 
-    def __init__(self, down_s: float, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, down_s: float, clock: Callable[[], float] = time.monotonic, window_s: float = RATE_WINDOW_S
+    ) -> None:
         self.down_s = down_s
         self.clock = clock  # monotonic s, the clock of every ``now`` passed here
+        self.window_s = window_s  # of the arrival rates (requests per decode engine, tokens to the pool)
         self.engines: dict[str, EngineLoad] = {}
         self.first_arrival = math.inf  # monotonic s: the first request counted by ``count_arrival``
 
     def load(self, engine_id: str) -> EngineLoad:
         found = self.engines.get(engine_id)
         if found is None:
-            found = self.engines[engine_id] = EngineLoad()
+            found = self.engines[engine_id] = EngineLoad(sent=TokenWindow(self.window_s))
         return found
 
     def is_down(self, engine_id: str, now: float) -> bool:
@@ -354,11 +359,11 @@ class Ledger:
         self.load(engine_id).arrivals.append(now)
         self.first_arrival = min(self.first_arrival, now)
 
-    def arrival_rate(self, engine_id: str, now: float, window_s: float) -> float:
+    def arrival_rate(self, engine_id: str, now: float) -> float:
         """Requests per second sent to ``engine_id`` over the last ``window_s`` (older ones
         dropped): the model's ``colloc_arrivals_per_s``. Until the proxy has counted for
         ``window_s``, over the time since its first request (at least ``RATE_WINDOW_S``)."""
-        arrivals = self.load(engine_id).arrivals
+        arrivals, window_s = self.load(engine_id).arrivals, self.window_s
         while arrivals and arrivals[0] <= now - window_s:
             arrivals.popleft()
         return len(arrivals) / max(RATE_WINDOW_S, min(window_s, now - self.first_arrival))
@@ -389,14 +394,14 @@ class Ledger:
         decode = None if decode_id is None else self.load(decode_id)
         return PrefillTicket(self.load(engine_id), prompt_tokens, self.clock, decode, output_len)
 
-    def pool_view(self, prefill_ids: Iterable[str], now: float, window_s: float = RATE_WINDOW_S) -> PoolView:
+    def pool_view(self, prefill_ids: Iterable[str], now: float) -> PoolView:
         """The prefill pool: on each engine the oldest prompt runs (since ``running_since``) and
         the rest wait; the prompt tokens sent there over the last ``window_s`` as a rate."""
         queue_requests = queue_tokens = running_requests = running_tokens = num_engines = 0
         elapsed_s = arrivals = 0.0
         for engine_id in prefill_ids:
             load = self.load(engine_id)
-            arrivals += load.sent.per_s(now, window_s, self.first_arrival)
+            arrivals += load.sent.per_s(now, self.first_arrival)
             if load.down_until <= now:
                 num_engines += 1
             for i, tokens in enumerate(load.prefills.values()):

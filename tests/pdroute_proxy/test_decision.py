@@ -40,7 +40,8 @@ def decider(
 ) -> Decider:
     settings = ProxySettings(engines_file=tmp_path / "unused.json", params_path=params, **kw)
     store = ParamsStore(params, lambda: 0.0, model_name=settings.decision_model)
-    return Decider(settings, store, Ledger(1.0), Source(FleetSnapshot(FLEET, readings)), lambda: now)
+    ledger = Ledger(1.0, window_s=settings.arrival_window_s or RATE_WINDOW_S)  # as the app builds it
+    return Decider(settings, store, ledger, Source(FleetSnapshot(FLEET, readings)), lambda: now)
 
 
 def test_inputs_come_from_the_scrape_and_the_proxys_own_accounting(
@@ -338,19 +339,32 @@ def test_the_decision_reads_the_requests_sent_expected_in_time_when_a_ttft_targe
 
 
 def test_the_arrival_rate_is_the_requests_sent_over_the_long_window_or_since_the_first() -> None:
-    ledger = Ledger(down_s=5.0)
-    assert ledger.arrival_rate("d0", 100.0, 30.0) == 0.0  # nothing sent yet
+    ledger = Ledger(down_s=5.0, window_s=30.0)
+    assert ledger.arrival_rate("d0", 100.0) == 0.0  # nothing sent yet
     ledger.count_arrival("d0", 100.0)
     # Counted for less than the window (and the two-second floor): over the floor.
-    assert ledger.arrival_rate("d0", 100.5, 30.0) == pytest.approx(1 / RATE_WINDOW_S)
+    assert ledger.arrival_rate("d0", 100.5) == pytest.approx(1 / RATE_WINDOW_S)
     for k in range(1, 10):  # one a second
         ledger.count_arrival("d0", 100.0 + k)
     ledger.count_arrival("d1", 109.0)
-    assert ledger.arrival_rate("d0", 110.0, 30.0) == pytest.approx(10 / 10.0)  # since the first
-    assert ledger.arrival_rate("d1", 110.0, 30.0) == pytest.approx(1 / 10.0)
+    assert ledger.arrival_rate("d0", 110.0) == pytest.approx(10 / 10.0)  # since the first
+    assert ledger.arrival_rate("d1", 110.0) == pytest.approx(1 / 10.0)
     # Past the window: its last 30 s only (the first two have dropped out, and from the deque).
-    assert ledger.arrival_rate("d0", 131.5, 30.0) == pytest.approx(8 / 30.0)
+    assert ledger.arrival_rate("d0", 131.5) == pytest.approx(8 / 30.0)
     assert len(ledger.load("d0").arrivals) == 8
+
+
+def test_the_pools_arrival_rate_over_a_longer_window_counts_since_the_first_request() -> None:
+    long, short = Ledger(5.0, lambda: 100.0, window_s=30.0), Ledger(5.0, lambda: 100.0)
+    for ledger in (long, short):
+        ledger.count_arrival("d0", 100.0)  # the proxy's first request
+        ledger.prefill_ticket("p0", 700)  # sent at 100.0
+    # Over 30 s, 11 s after the first request: 700 tokens over those 11 s; two seconds: gone.
+    assert long.pool_view(["p0"], 111.0).arrival_tokens_per_s == pytest.approx(700 / 11.0)
+    assert short.pool_view(["p0"], 111.0).arrival_tokens_per_s == 0.0
+    # Near the window's length: over the time since the first; past it the count drops out.
+    assert long.pool_view(["p0"], 129.0).arrival_tokens_per_s == pytest.approx(700 / 29.0)
+    assert long.pool_view(["p0"], 130.5).arrival_tokens_per_s == 0.0
 
 
 def test_the_decision_reads_the_arrival_rate_unless_its_window_is_zero(
@@ -363,10 +377,18 @@ def test_the_decision_reads_the_arrival_rate_unless_its_window_is_zero(
     inputs, sources = d.inputs(1000, 50, "d0", ("p0",))
     assert inputs.colloc_arrivals_per_s == pytest.approx(4 / 4.0)  # 4 in the 4 s since the first
     assert sources["colloc_arrivals_per_s"] == "proxy"
+    d.ledger.clock = lambda: 6.0
+    d.ledger.prefill_ticket("p0", 800)  # sent at 6.0: 4 s before the decision
+    inputs, _ = d.inputs(1000, 50, "d0", ("p0",))
+    assert inputs.prefill_arrival_tokens_per_s == pytest.approx(800 / 4.0)  # over the same window
     off = decider(tmp_path, queue_aware_params_file, readings={}, arrival_window_s=0.0)
-    off.ledger = d.ledger
+    for t in (6.0, 7.0, 8.0, 9.0):
+        off.ledger.count_arrival("d0", t)
+    off.ledger.clock = lambda: 6.0
+    off.ledger.prefill_ticket("p0", 800)
     inputs, sources = off.inputs(1000, 50, "d0", ("p0",))
     assert inputs.colloc_arrivals_per_s is None and "colloc_arrivals_per_s" not in sources
+    assert inputs.prefill_arrival_tokens_per_s == 0.0  # over two seconds, as before
 
 
 def test_the_proxys_model_predicts_the_first_token_it_streams(
