@@ -268,11 +268,12 @@ ROUTE_FIELDS: tuple[RouteField, ...] = (
     ),
     _f(
         "prefill_arrival_tokens_per_s", "float", 0, MAX_TOKENS_PER_S,
-        "prompt tokens per second the gateway sent to the prefill pool over the last two "
-        "seconds; with prefill_step_tokens, the queue-aware model adds the prompts that will "
-        "arrive before this one's step starts on a busy prefill GPU and share that step (vLLM "
-        "puts every waiting prompt that fits its token budget in a step, and each gets its first "
-        "token when the step ends). If omitted, not modelled (not listed in assumed)",
+        "prompt tokens per second the gateway sent to the prefill pool lately (over two seconds "
+        "or longer; pdroute proxy: the last 30 s); with prefill_step_tokens, the queue-aware "
+        "model adds the prompts that will arrive before this one's step starts on a busy "
+        "prefill GPU and share that step (vLLM puts every waiting prompt that fits its token "
+        "budget in a step, and each gets its first token when the step ends). If omitted, not "
+        "modelled (not listed in assumed)",
     ),
     _f(
         "prefill_step_tokens", "int", 1, MAX_CHUNK,
