@@ -46,11 +46,17 @@ def test_every_optional_input_is_reported_from_the_view() -> None:
         "prefill_step_tokens": None,
     }
     assert {name: getattr(x, name) for name in expected} == expected
-    # All but how long the running prefills have run and the decodes' least TPOT slack, which
-    # the simulated gateway does not report (RouteView): the model answers as before they existed.
-    assert set(COLUMN_INPUTS) - set(expected) == {"prefill_running_elapsed_ms", "colloc_tpot_slack_ms"}
+    # All but how long the running prefills have run, the decodes' least TPOT slack and the
+    # arrival rate over a long window, which the simulated gateway does not report (RouteView):
+    # the model answers as before the first two existed and reads the routes for the third.
+    assert set(COLUMN_INPUTS) - set(expected) == {
+        "prefill_running_elapsed_ms",
+        "colloc_tpot_slack_ms",
+        "colloc_arrivals_per_s",
+    }
     assert x.prefill_running_elapsed_ms is None
     assert x.colloc_tpot_slack_ms is None
+    assert x.colloc_arrivals_per_s is None
 
 
 def test_a_reported_running_time_reaches_the_model() -> None:
@@ -74,6 +80,10 @@ def test_a_reported_running_time_reaches_the_model() -> None:
         RouteView(900, 120, 7, 9, 3, 512, prefill_arrival_tokens_per_s=2_500.5, prefill_step_tokens=4096)
     )
     assert (x.prefill_arrival_tokens_per_s, x.prefill_step_tokens) == (2_500.5, 4096)
+    assert (
+        route_inputs(RouteView(900, 120, 7, 9, 3, 512, colloc_arrivals_per_s=0.75)).colloc_arrivals_per_s
+        == 0.75
+    )
 
 
 def test_an_infinite_slo_is_no_target() -> None:
