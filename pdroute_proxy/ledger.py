@@ -70,6 +70,9 @@ class TokenWindow:
         self.counts.append((now, tokens))
         self.total += tokens
 
+    def __len__(self) -> int:
+        return len(self.counts)
+
     def per_s(self, now: float, since: float = -math.inf) -> float:
         """Tokens per second over the last ``window_s`` before ``now`` (monotonic s); counted
         only since ``since``, over the time since then (at least ``RATE_WINDOW_S``)."""
@@ -98,7 +101,9 @@ class EngineLoad:
     incoming: dict[int, PrefillTicket] = field(default_factory=dict)  # prefilling elsewhere for here
     gaps: deque[float] = field(default_factory=lambda: deque(maxlen=PACE_GAPS))  # s per token, newest last
     routes: deque[Route] = field(default_factory=deque)  # requests sent here lately, oldest first
-    arrivals: deque[float] = field(default_factory=deque)  # when requests were sent here (monotonic s)
+    arrivals: TokenWindow = field(
+        default_factory=TokenWindow
+    )  # requests sent here, one each (ledger's window)
 
     def pending_prefix_tokens(self) -> float:
         """The mean prefix under the prompt tokens pending prefill here (``pending_prefill_prefix_tokens``):
@@ -265,7 +270,10 @@ class Ledger:
     def load(self, engine_id: str) -> EngineLoad:
         found = self.engines.get(engine_id)
         if found is None:
-            found = self.engines[engine_id] = EngineLoad(sent=TokenWindow(self.window_s))
+            window = self.window_s
+            found = self.engines[engine_id] = EngineLoad(
+                sent=TokenWindow(window), arrivals=TokenWindow(window)
+            )
         return found
 
     def is_down(self, engine_id: str, now: float) -> bool:
@@ -356,17 +364,14 @@ class Ledger:
 
     def count_arrival(self, engine_id: str, now: float) -> None:
         """A request is sent to ``engine_id`` (to prefill or to decode there) at ``now``."""
-        self.load(engine_id).arrivals.append(now)
+        self.load(engine_id).arrivals.add(now, 1)
         self.first_arrival = min(self.first_arrival, now)
 
     def arrival_rate(self, engine_id: str, now: float) -> float:
         """Requests per second sent to ``engine_id`` over the last ``window_s`` (older ones
         dropped): the model's ``colloc_arrivals_per_s``. Until the proxy has counted for
         ``window_s``, over the time since its first request (at least ``RATE_WINDOW_S``)."""
-        arrivals, window_s = self.load(engine_id).arrivals, self.window_s
-        while arrivals and arrivals[0] <= now - window_s:
-            arrivals.popleft()
-        return len(arrivals) / max(RATE_WINDOW_S, min(window_s, now - self.first_arrival))
+        return self.load(engine_id).arrivals.per_s(now, self.first_arrival)
 
     def _recent_routes(self, engine_id: str, now: float) -> deque[Route]:
         routes = self.load(engine_id).routes
