@@ -12,7 +12,9 @@ step one pass over its chunk (``T_prefill``), each plus the attention of a conti
 chunk over its prefix.
 
 A disaggregated request reaches this GPU when its KV transfer ends (``add_remote``): it is
-admitted at the next step boundary (the end of the step in flight, at once when idle), the KV
+admitted at the next step boundary (the end of the step in flight, at once when idle) once the
+prompts queued here before it have started (``takes_transfer``; until then it waits in the
+waiting line, and the prompts after it behind it), the KV
 is seen at the boundary after that (at once when the GPU would otherwise idle: vLLM's engine
 loop polls without work), and it joins the decode batch there; its first token is out at the
 end of that first decode step, which counts it as a decode token. While such requests are in
@@ -267,6 +269,18 @@ class BatchingGpu:
                     kv.credit += 1  # its first step's block was taken at admission
         if first_here:
             self.first_pending.append(rid)
+
+    def takes_transfer(self) -> bool:
+        """Whether a request arriving by KV transfer may be admitted now: no prompt queued here
+        has yet to start, and the running one (if any) leaves budget beside its final chunk in
+        the next step (vLLM admits waiting requests in order while a step's budget lasts)."""
+        queue = self.prefill_queue
+        if not queue:
+            return True
+        if len(queue) > 1:
+            return False
+        _, done, length = queue[0]
+        return done > 0 and length - done < self.budget - self.num_decoding
 
     def can_take_remote(self, rid: int, t: float) -> bool:
         """Whether blocks for request ``rid``'s whole transferred KV are free at ``t``."""

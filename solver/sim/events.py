@@ -9,8 +9,13 @@ Engines (decode and mixed GPUs, ``solver.sim.batching_gpu``) run continuous batc
 v1 scheduler does; a request finishing its prefill in a step joins the decode batch after it,
 one arriving by KV transfer is admitted at the engine's next step boundary, seen at the one
 after and makes its first token in the decode step that follows. A GPU admits at most
-``max_num_seqs`` running requests; the rest wait FIFO. Routing and the gateway's view:
-``solver.sim.fleet``.
+``max_num_seqs`` running requests; the rest wait FIFO. Local prompts and transferred requests
+share one waiting line, in arrival order, as in vLLM's scheduler, which takes its waiting
+queue in order while a step's token budget lasts (``while token_budget > 0``), after the running
+requests (a running prefill's chunk takes what the decodes leave): a transfer is admitted only
+once every prompt that reached the GPU before it has started and a step has budget left beside
+the last one's final chunk (``BatchingGpu.takes_transfer``); prompts that reach the GPU after a
+waiting transfer wait behind it. Routing and the gateway's view: ``solver.sim.fleet``.
 
 Prefill GPUs take prompts one at a time (batch size 1, as Dynamo's prefill engines), queued as
 ``FleetConfig.prefill_queue`` says (``solver.sim.prefill_pool``). When a prefill ends, its KV
@@ -436,8 +441,10 @@ class RunState:
         line's head, already checked by ``_admit_waiting``)."""
         if not is_head and (
             gpu.num_running >= self.fleet.max_num_seqs
-            or (gpu.kv is not None and (gpu.waiting or not (needs_prefill or gpu.can_take_remote(rid, t))))
-        ):  # no slot, or (KV capacity) someone waits ahead or its transferred KV has no blocks
+            or gpu.waiting
+            or not (needs_prefill or gpu.takes_transfer())
+            or (gpu.kv is not None and not (needs_prefill or gpu.can_take_remote(rid, t)))
+        ):  # no slot, someone waits ahead, prompts ahead of a transfer, or its KV has no blocks
             gpu.waiting.append((rid, needs_prefill))
             return
         if gpu.run_ends is not None:
@@ -488,8 +495,8 @@ class RunState:
         waiting = gpu.waiting
         while waiting and gpu.num_running < self.fleet.max_num_seqs:
             rid, needs_prefill = waiting[0]
-            if not (needs_prefill or gpu.can_take_remote(rid, t)):
-                break  # FCFS: the head waits for blocks, and everyone behind it
+            if not (needs_prefill or (gpu.takes_transfer() and gpu.can_take_remote(rid, t))):
+                break  # FCFS: the head waits for the prompts ahead and for blocks, everyone behind it
             waiting.popleft()
             self._admit(gpu, rid, needs_prefill, t, is_head=True)
 

@@ -18,6 +18,9 @@ follows, as that scheduler does them:
 - Waiting requests only in a step that preempted nothing (``if not preempted_reqs``), in FCFS
   order: the head is scheduled only when blocks for the tokens it computes in this step (its
   first chunk) are free; otherwise it and everyone behind it wait (the loop breaks).
+- Local prompts and transferred requests wait in that one queue in arrival order; the loop
+  runs while the step's token budget lasts, so a request behind a prompt that takes the rest
+  of the budget waits for a later step (``solver.sim.events``: ``BatchingGpu.takes_transfer``).
 - A request whose KV comes from a prefill engine (a KV connector, status
   ``WAITING_FOR_REMOTE_KVS``) is allocated blocks for its whole transferred KV when it is
   admitted, and waits in the waiting queue until they are free; while its KV loads it is not

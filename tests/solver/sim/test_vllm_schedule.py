@@ -123,6 +123,44 @@ def test_a_disaggregated_request_waits_two_step_boundaries_on_a_busy_decode_engi
     assert rec2.finish_ms[1] == rec.finish_ms[1]
 
 
+@pytest.mark.parametrize("use_runs", [False, True])
+def test_a_transfer_waits_behind_the_prompts_queued_before_it_on_its_decode_gpu(
+    latency: StepLatency, use_runs: bool
+) -> None:
+    # A (1,536 tokens, collocated) is chunked 256 tokens a step on the one decode GPU from 0 ms;
+    # B (1,024 tokens) is prefilled on the prefill GPU and its KV lands during A's fourth chunk.
+    # vLLM takes its waiting line in order while a step's budget lasts: every chunk of A fills
+    # the budget, so B is admitted at the boundary after A's last chunk, seen one step later
+    # (A's one decode step), and its first decode step makes its first token.
+    fleet = FleetConfig(num_prefill=1, num_decode=1, max_num_batched_tokens=256)
+    wl = Workload(np.array([0.0, 0.0]), np.array([1536, 1024]), np.array([2, 3]))
+    rec = ClusterSimulation(fleet, latency, LongPromptsApart(), use_runs=use_runs).run(wl, wl.output_len)
+    landed = P.prefill_formula_ms(1024) + latency.transfer_ms(1024)
+    a_prefilled = rec.first_token_ms[0]
+    assert rec.is_disaggregated.tolist() == [False, True]
+    assert landed < a_prefilled - 30.0  # it landed before A's last two chunks
+    first = a_prefilled + P.decode_formula_ms(1537, 1) + P.decode_formula_ms(1024, 1)
+    assert rec.first_token_ms[1] == pytest.approx(first, rel=1e-12)
+    assert rec.tokens_generated.tolist() == [2, 3]
+
+
+@pytest.mark.parametrize("use_runs", [False, True])
+@pytest.mark.parametrize("c_after_landing", [False, True])
+def test_the_transfer_and_the_prompts_share_one_line_in_arrival_order(
+    latency: StepLatency, use_runs: bool, c_after_landing: bool
+) -> None:
+    # As above, with C (1,536 tokens, collocated) reaching the GPU before B's KV lands or after
+    # it (while B waits behind A): B is admitted before C starts only in the second case.
+    fleet = FleetConfig(num_prefill=1, num_decode=1, max_num_batched_tokens=256)
+    landed = P.prefill_formula_ms(1024) + latency.transfer_ms(1024)
+    c_at = landed + 1.0 if c_after_landing else landed - 20.0
+    wl = Workload(np.array([0.0, 0.0, c_at / 1000.0]), np.array([1536, 1024, 1536]), np.array([2, 3, 2]))
+    rec = ClusterSimulation(fleet, latency, LongPromptsApart(), use_runs=use_runs).run(wl, wl.output_len)
+    assert rec.is_disaggregated.tolist() == [False, True, False]
+    assert c_at < rec.first_token_ms[0]  # C reached the GPU while A was still being chunked
+    assert (rec.first_token_ms[1] < rec.first_token_ms[2]) == c_after_landing
+
+
 def test_a_one_token_answer_streamed_from_the_prefill_engine_never_reaches_a_decode_gpu(
     latency: StepLatency,
 ) -> None:
