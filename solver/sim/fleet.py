@@ -28,9 +28,10 @@ scheduler's queue scorer). ``None`` takes the topology's default (``DEFAULT_PREF
 
 First token of a disaggregated request (``first_token``): ``decode-engine`` (a client reading
 the decode engine, as vLLM's disaggregation proxy and Dynamo stream it: admitted at the decode
-engine's next step boundary after the KV transfer and the prompts queued there before it, KV seen at the one after, the first token at
-the end of its first decode step) or ``prefill-engine`` (a proxy that streams the prefill
-engine's token: out when the prefill pass ends; the decode engine's timeline is unchanged).
+engine's next step boundary after the KV transfer and the prompts queued there before it, KV
+seen at the one after, the first token at the end of its first decode step) or
+``prefill-engine`` (a proxy that streams the prefill engine's token: out when the prefill pass
+ends; the decode engine's timeline is unchanged).
 
 Prefix caches (``prefix_cache_tokens``, rules in ``solver.sim.prefix_reuse``): every engine and
 prefill GPU caches KV blocks up to that many tokens when the workload carries block hashes.
