@@ -68,7 +68,7 @@ def contributions(model: QueueAwareModel, x: RouteInputs, path: Decision) -> Con
         gap = {
             "transfer": dis.transfer,
             "decode": dis.first_steps,  # the decode engine's steps to its first token
-            "chunk": dis.first_chunks,
+            "chunk": dis.first_chunks,  # and its wait behind the prompts ahead there (chunk steps)
         }
         tpot = _tpot_terms(dis.tpot)
         if not model.is_prefill_token:

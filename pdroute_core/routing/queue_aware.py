@@ -65,6 +65,8 @@ Disaggregated (a prefill GPU, then the KV cache over the link)::
       that arrive before its step starts and share it; either not reported, J = 0)
     F_d = s(B' + 1, K' + L) + 1.5 * s(B', K') + min(1.5 f(c_B', B'), f(P', B')) [if P' > 0]
           (all but the first term only if B' > 0 or P' > 0)
+          + max(0, A(P' + R' * T_land / 1000) - T_land)   T_land = W + T_own + transfer
+    A(P) = ceil(max(0, P - c_B') / c_B') * (s(B', K') + f(c_B', B'))   (B' = 0: * T_P(c_B'))
     T_own  = T_P(L - h_p) + e * h_p * (L - h_p)   (T_P(L) when h_p = 0)   its own prefill
     TTFT_d = W + T_own + (L - h') * bytes_per_token / bandwidth + F_d
     P_left = max(0, P' - c_d * TTFT_d / (s' + f'))    s' = s(B' + 1, K' + L + O/2), f' = f(c_d, B' + 1)
@@ -77,11 +79,16 @@ admits the request at its next step boundary (half a step away on average), sees
 boundary after (one step of its B' decodes, with a chunk when prompts are pending there: 1.5
 chunks, or all its P' pending tokens when fewer, ``min(1.5 f(c_B', B'), f(P', B'))``), and its
 first decode step, with the request in it, makes the token: ``F_d``. An idle decode GPU starts
-at once. With ``"prefill-engine"`` (a proxy that streams the prefill engine's token first, as
-``pdroute proxy`` does) the client's first token is the prefill's, ``TTFT_d = W + T_own``, and
-the transfer and ``F_d`` come before its second: the TPOT it sees is
-``TPOT_d + (transfer + F_d) / (O - 1)``; the decode engine's timeline, and so ``E2E_d``, are
-the same.
+at once. The KV joins the engine's one waiting line behind the prompts there before it lands:
+the P' tokens pending now and those coming at the decode GPU's prefill rate R'
+(``decode_prefill_tokens_per_s``) until then. vLLM's scheduler takes that line in order while a
+step's token budget lasts, and a running prefill's chunk takes what the decodes leave, so the
+request is admitted once those prompts have started, after the chunk steps of all but the last
+step's worth, ``A``; what of it remains when the KV lands adds to ``F_d``. With
+``"prefill-engine"`` (a proxy that streams the prefill engine's token first, as ``pdroute
+proxy`` does) the client's first token is the prefill's, ``TTFT_d = W + T_own``, and the
+transfer and ``F_d`` come before its second: the TPOT it sees is ``TPOT_d + (transfer + F_d) /
+(O - 1)``; the decode engine's timeline, and so ``E2E_d``, are the same.
     harm_d = q * T_own / G  +  B' * (O - 1) * (decode_per_seq + decode_per_ctx * (L + O/2))
 
 ``T_P`` of the queue's mean prompt stands for the mean of their prefills; with an attention term
@@ -296,7 +303,9 @@ class Disaggregated(NamedTuple, Generic[V]):
     transfer: V
     remote: V  # prefill + transfer
     first_steps: V  # the decode engine's steps to the first token: boundaries and its first step
-    first_chunks: V  # the chunks those boundary steps carry (the decode GPU's pending prompts)
+    # The decode GPU's pending prompts before its first token: those ahead of it in the engine's
+    # line beyond its arrival, and the chunks its boundary steps carry.
+    first_chunks: V
     ttft: V  # the first token the client reads (``first_token``)
     tpot: TpotTerms[V]  # the decode engine's steps
     e2e: V
@@ -537,6 +546,12 @@ class QueueAwareModel:
             first_steps += 1.5 * fm.step_ms(Bd, Kd)
             if Pd > 0.0:  # 1.5 chunks, or every pending token when fewer are pending
                 first_chunks = min(1.5 * fm.chunk_ms(max(1.0, c - Bd), Bd), fm.chunk_ms(Pd, Bd))
+        # It waits in the engine's line behind the prompts there before its KV lands, pending now
+        # or coming at the decode GPU's prefill rate (vLLM takes the line in order while a step's
+        # budget lasts): what starting them takes beyond its arrival.
+        ahead = Pd + v.decode_prefill_tokens_per_s * (wait + remote) / 1000.0
+        if ahead > 0.0:
+            first_chunks += max(0.0, fm.start_all_ms(ahead, Bd, Kd, c) - (wait + remote))
         ttft = wait + remote + first_steps + first_chunks
         batch, context = Bd + 1.0, Kd + L + 0.5 * out
         # The decode GPU prefills c_d = c - B' - 1 of its pending tokens per step while this request
@@ -593,6 +608,9 @@ class QueueAwareModel:
             np.minimum(1.5 * fm.chunk_ms(np.maximum(1.0, c - Bd), Bd), fm.chunk_ms(Pd, Bd)),
             0.0,
         )
+        ahead = Pd + v.decode_prefill_tokens_per_s * (wait + remote) / 1000.0
+        held = np.maximum(0.0, fm.start_all_ms_many(ahead, Bd, Kd, c) - (wait + remote))
+        first_chunks = first_chunks + np.where(ahead > 0.0, held, 0.0)  # decide: behind the line
         ttft = wait + remote + first_steps + first_chunks
         batch, context = Bd + 1.0, Kd + L + 0.5 * out
         cd = np.maximum(1.0, c - batch)

@@ -109,6 +109,32 @@ class QueueAwareForms:
         result: FloatArray = self.chunk_ms_per_token_prefix * pairs
         return result
 
+    def start_all_ms(self, pending: float, batch: float, context_tokens: float, c: float) -> float:
+        """Until a GPU with ``batch`` decodes holding ``context_tokens`` has started every prompt
+        of its ``pending`` tokens and a step has budget left (ms): the chunk steps of all but the
+        last step's tokens, ``k = ceil(max(0, pending - c_B) / c_B)`` of ``s(B, K) + f(c_B, B)``
+        (idle: ``T_P(c_B)``), ``c_B = max(1, c - B)``. A request queued behind them (vLLM's
+        scheduler takes its waiting line in order while the step's token budget lasts) is
+        scheduled then. 0.0 when they fit one step."""
+        cb = max(1.0, c - batch)
+        k = math.ceil(max(0.0, pending - cb) / cb)
+        if k == 0:
+            return 0.0
+        if batch > 0.0:
+            return k * (self.step_ms(batch, context_tokens) + self.chunk_ms(cb, batch))
+        return k * self.prefill_ms(cb)
+
+    def start_all_ms_many(
+        self, pending: FloatArray, batch: FloatArray, context_tokens: FloatArray, c: FloatArray
+    ) -> FloatArray:
+        """``start_all_ms`` of each element."""
+        cb = np.maximum(1.0, c - batch)
+        k = np.ceil(np.maximum(0.0, pending - cb) / cb)
+        busy = k * (self.step_ms(batch, context_tokens) + self.chunk_ms(cb, batch))
+        idle = k * self.prefill_ms_many(cb)
+        result: FloatArray = np.where(k == 0.0, 0.0, np.where(batch > 0.0, busy, idle))
+        return result
+
     def step_ms(self, batch: V, context_tokens: V) -> V:
         """``s(B, K)``: one decode step of ``batch`` sequences holding ``context_tokens`` (ms)."""
         step: V = (

@@ -122,7 +122,11 @@ def test_with_prefill_rates_the_split_sums_to_the_prediction(
             dataclasses.replace(x, colloc_prefill_tokens_per_s=None, decode_prefill_tokens_per_s=None),
             path,
         ).tpot
-        assert parts["decode"] == plain["decode"] and parts["chunk"] >= plain["chunk"] - 1e-12 * tpot
+        assert parts["decode"] == plain["decode"]
+        if path == COLLOCATED or not x.decode_pending_prefill_tokens:
+            # More chunks, never fewer; on the decode GPU with prompts pending, a rate also brings
+            # more prompts ahead of the hand-off (a later TTFT), which leaves fewer of them after.
+            assert parts["chunk"] >= plain["chunk"] - 1e-12 * tpot
 
 
 @settings(max_examples=300, deadline=None)
@@ -139,22 +143,23 @@ def test_at_identity_the_split_sums_to_the_prediction(x: RouteInputs) -> None:
         assert sum(parts.tpot.values()) == pytest.approx(tpot, rel=1e-12, abs=1e-12)
 
 
-def test_with_a_partly_drained_pending_the_split_departs_from_the_prediction_as_k_from_1() -> None:
-    # Pd partly drained during TTFT_d: the raw share is not the calibrated one, off by O(k - 1).
+def test_with_a_prefill_rate_the_split_departs_from_the_prediction_as_k_from_1() -> None:
+    # Later prompts' chunks stretch the decode step by 1 / (1 - rho), and rho depends on the
+    # corrections: the raw split is not the calibrated one, off by O(k - 1).
     x = RouteInputs(
         prompt_len=4000,
         predicted_output_len=50,
         system_load=0,
         decode_batch_size=8,
         chunk_size=256,
-        decode_pending_prefill_tokens=15_000,
+        decode_prefill_tokens_per_s=20_000.0,
         prefill_queue_requests=2,
         prefill_running_requests=1,
         prefill_pool_gpus=1,
     )
     raw = _model()
     parts = contributions(raw, x, DISAGGREGATED).tpot
-    assert parts["chunk"] > 0.0  # some pending tokens are left for the decode steps
+    assert parts["chunk"] > 0.0  # the later prompts' chunks on the decode GPU
     gaps = []
     for e in (1e-2, 1e-3):
         k = Corrections(*[1.0 + e] * len(TERMS))

@@ -106,15 +106,16 @@ def test_admissions_count_the_queue_aware_advice(
     make_server: Callable[..., LiveServer], queue_aware_params_file: Path
 ) -> None:
     server = make_server(params_path=queue_aware_params_file, watch_params=False)
-    # A decode GPU with a long local backlog, and a prefill pool from idle to deep: admits, then
-    # sheds once neither path can make the TTFT target.
+    # A collocation GPU with a long local backlog (the decode GPU apart, with none), and a
+    # prefill pool from idle to deep: admits, then sheds once neither path can make the TTFT
+    # target.
     bodies = [
         {
             "prompt_len": L,
             "system_load": 8,
             "decode_batch_size": 8,
             "pending_prefill_tokens": 60_000,
-            "decode_pending_prefill_tokens": 60_000,
+            "decode_pending_prefill_tokens": 0,
             "prefill_queue_requests": q,
             "ttft_slo_ms": 300.0,
             "tpot_slo_ms": 50.0,

@@ -99,10 +99,53 @@ def test_boundary_steps_carry_no_more_than_the_tokens_pending_there() -> None:
     base = qa_model().decide(X).ttft_disaggregated_ms
     few = qa_model().decide(dataclasses.replace(X, decode_pending_prefill_tokens=300))
     assert few.ttft_disaggregated_ms == pytest.approx(base + 0.01 * 300)
-    many = qa_model().decide(dataclasses.replace(X, decode_pending_prefill_tokens=100_000))
+    many = qa_model().decide(dataclasses.replace(X, decode_pending_prefill_tokens=4000))
     assert many.ttft_disaggregated_ms == pytest.approx(base + 1.5 * 0.01 * 2038)
     ttfts = [
         qa_model().decide(dataclasses.replace(X, decode_pending_prefill_tokens=p)).ttft_disaggregated_ms
-        for p in (1, 300, 4000, 5000)
+        for p in (1, 300, 3100, 4000)
     ]
     assert ttfts == sorted(ttfts) and ttfts[2] == ttfts[3]
+
+
+STEP_WITH_CHUNK = S_BOUNDARY + 0.01 * 2038  # s(B', K') + f(c_B', B'), c_B' = 2,048 - 10
+
+
+@pytest.mark.parametrize(
+    ("pending", "chunk_steps"),
+    [(4000, 1), (5000, 2), (100_000, 49)],  # ceil((P' - 2,038) / 2,038) steps before its turn
+)
+def test_the_kv_waits_behind_the_prompts_pending_on_the_decode_gpu(pending: int, chunk_steps: int) -> None:
+    # The decode engine takes its one waiting line in order while a step's budget lasts: the
+    # request is admitted once the prompts pending there have started, all but the last step's
+    # worth. What that takes beyond its KV's arrival (the prefill and transfer, 39.4 ms on an
+    # idle pool) adds to its TTFT; 4,000 tokens take one step (25.7 ms), no more than that.
+    base = qa_model().decide(X).ttft_disaggregated_ms + 1.5 * 0.01 * 2038  # the boundary chunks
+    arrival = PREFILL + 1000 * XFER
+    b = qa_model().decide(dataclasses.replace(X, decode_pending_prefill_tokens=pending))
+    held = max(0.0, chunk_steps * STEP_WITH_CHUNK - arrival)
+    assert b.ttft_disaggregated_ms == pytest.approx(base + held)
+    assert (held > 0.0) == (pending > 4000)
+    # A longer wait for the prefill pool leaves the decode GPU time to start them: nothing is added.
+    queued = dataclasses.replace(X, decode_pending_prefill_tokens=5000, prefill_queue_requests=1)
+    with_queue = qa_model().decide(queued)
+    without = qa_model().decide(dataclasses.replace(queued, decode_pending_prefill_tokens=4000))
+    assert with_queue.ttft_disaggregated_ms == pytest.approx(without.ttft_disaggregated_ms)
+    # The collocated path does not change.
+    assert (
+        b.ttft_collocated_ms
+        == qa_model().decide(dataclasses.replace(X, decode_pending_prefill_tokens=4000)).ttft_collocated_ms
+    )
+
+
+def test_an_idle_decode_gpu_starts_its_pending_prompts_in_prefill_passes() -> None:
+    # No decode there: each step is a prefill pass of c = 2,048 tokens, T_P(2,048) = 48.96 ms;
+    # 10,000 tokens pending take ceil(7,952 / 2,048) = 4 of them before the request's turn.
+    x = dataclasses.replace(X, decode_batch_size=0, decode_context_tokens=0)
+    b0 = qa_model().decide(dataclasses.replace(x, decode_pending_prefill_tokens=2000))
+    b = qa_model().decide(dataclasses.replace(x, decode_pending_prefill_tokens=10_000))
+    pass_ms = 10.0 + 0.02 * (2048 - 100)
+    boundary = min(1.5 * 0.01 * 2048, 0.01 * 2000)
+    assert b.ttft_disaggregated_ms - b0.ttft_disaggregated_ms == pytest.approx(
+        1.5 * 0.01 * 2048 - boundary + 4 * pass_ms - (PREFILL + 1000 * XFER)
+    )
