@@ -253,6 +253,27 @@ HAND_PICKED: tuple[dict[str, Any], ...] = (
         "prefill_arrival_tokens_per_s": 1500.0,
         "prefill_step_tokens": 4096,
     },
+    # A decode beside a short prompt with little TPOT slack: under goodput the prompt is sent to
+    # the prefill pool to spare it, unless that pool batches its steps and the room in its next
+    # step, filled by later prompts, could take the prompt past its TTFT target.
+    *(
+        {
+            "prompt_len": 333,
+            "predicted_output_len": 12,
+            "system_load": 1,
+            "decode_batch_size": 1,
+            "colloc_tpot_slack_ms": 5.0,
+            "prefill_queue_requests": 1,
+            "prefill_queue_tokens": 725,
+            "prefill_running_requests": 1,
+            "prefill_pool_gpus": 1,
+            "prefill_arrival_tokens_per_s": 300.0,
+            "prefill_step_tokens": step,
+            "ttft_slo_ms": 1000.0,
+            "tpot_slo_ms": 50.0,
+        }
+        for step in (None, 16_384)
+    ),
     {"prompt_len": 2048, "system_load": 16, "ttft_slo_ms": 1e6, "tpot_slo_ms": 1e6},
     {"prompt_len": 2048, "system_load": 16, "tpot_slo_ms": 0.001},
     {"prompt_len": 16_777_216, "system_load": 1_000_000, "predicted_output_len": 16_777_216},

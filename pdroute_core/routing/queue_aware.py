@@ -631,6 +631,44 @@ class QueueAwareModel:
             seen_tpot, queued,
         )  # fmt: skip
 
+    def _step_room_ms(self, v: Resolved[float]) -> float:
+        """What the room left in a busy batching prefill engine's next step takes to prefill
+        (ms): ``S - (L - h_p) - Q / G`` tokens that later prompts can fill before it starts, 0
+        where the pool is not busy, no prompt arrives there or the step size is not reported."""
+        S, lam, q, G = (
+            v.prefill_step_tokens,
+            v.prefill_arrival_tokens_per_s,
+            v.prefill_queue_requests,
+            v.prefill_pool_gpus,
+        )
+        if not (v.prefill_running_requests >= G and lam > 0.0):  # NaN: not reported
+            return 0.0
+        L = v.prompt_len
+        room = (
+            S
+            - (L - min(v.prefill_cached_prompt_tokens, L - 1.0))
+            - (v.prefill_queue_tokens / G if q > 0.0 else 0.0)
+        )
+        return self.forms.prefill_ms_per_token * room if room > 0.0 else 0.0
+
+    def _step_room_ms_many(self, v: Resolved[FloatArray]) -> FloatArray:
+        """``_step_room_ms`` of each request."""
+        S, lam, q, G = (
+            v.prefill_step_tokens,
+            v.prefill_arrival_tokens_per_s,
+            v.prefill_queue_requests,
+            v.prefill_pool_gpus,
+        )
+        L = v.prompt_len
+        with np.errstate(invalid="ignore", divide="ignore"):  # NaN (not reported), q = 0: not taken
+            room = (
+                S
+                - (L - np.minimum(v.prefill_cached_prompt_tokens, L - 1.0))
+                - np.where(q > 0.0, v.prefill_queue_tokens / G, 0.0)
+            )
+            busy = (v.prefill_running_requests >= G) & (lam > 0.0) & (room > 0.0)
+        return np.where(busy, self.forms.prefill_ms_per_token * room, 0.0)
+
     # --- one request --------------------------------------------------------------------------
     def decide(self, x: RouteInputs) -> QueueAwareBreakdown:
         """The decision with every term (module docstring)."""
@@ -676,8 +714,12 @@ class QueueAwareModel:
             ok_c = False
         # Decodes beside it: the B running, or at least one that will join (unknown: some will).
         beside = B > 0.0 or joining != 0.0
-        if ok_c and ok_d and ((late_beside and beside) or past_slack):
-            # Under goodput a collocation that would make the decodes beside it late loses.
+        # A batching prefill engine's step can fill with prompts that arrive after this one: the
+        # room left in it is the worst case of its wait there (NaN: not reported, none).
+        risky_d = self.is_goodput and (dis.ttft + self._step_room_ms(v)) / ttft_slo > self.feasible
+        if ok_c and ok_d and ((late_beside and beside) or past_slack) and not risky_d:
+            # Under goodput a collocation that would make the decodes beside it late loses, unless
+            # the prefill engine's step could fill with later prompts past the TTFT target.
             is_disagg, reason, meets = True, REASON_HARM, True
         elif ok_c and ok_d:
             # Costs within the model's own error of each other are equal: the lower TTFT wins.
@@ -818,7 +860,8 @@ class QueueAwareModel:
             # decide: only collocation, at a running or coming decode's target
             ok_c = ok_c & (ok_d | ~(past_slack | (late_beside & (joining == 1.0))))
             beside = (B > 0.0) | (joining != 0.0)
-            spares = (late_beside & beside) | past_slack
+            risky_d = (dis.ttft + self._step_room_ms_many(v)) / ttft_slo > self.feasible
+            spares = ((late_beside & beside) | past_slack) & ~risky_d
         both, meets = ok_c & ok_d, ok_c | ok_d
         spared = both & spares
         by_cost = by_cost | spared

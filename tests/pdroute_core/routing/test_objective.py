@@ -157,6 +157,36 @@ def test_goodput_does_not_collocate_past_the_least_slack_of_the_decodes_beside_i
     assert latency.decide(tight) == latency.decide(long)
 
 
+def test_goodput_spares_the_decodes_only_where_the_prefill_engines_step_cannot_fill_past_the_target() -> None:
+    # The decode beside it has 30 ms of slack: goodput sends the prompt to the pool (190.8 ms,
+    # within 0.9 x 300 ms) to spare it, its collocation (125.8 ms) in time as well.
+    goodput = goodput_of(qa_model())
+    tight = dataclasses.replace(
+        BESIDE,
+        predicted_output_len=401,
+        colloc_tpot_slack_ms=30.0,
+        ttft_slo_ms=300.0,
+        prefill_running_requests=1,
+    )
+    b = goodput.decide(tight)
+    assert (b.decision, b.reason, b.meets_slo) == ("disaggregated", "less_harm", True)
+    # A busy prefill engine that batches 8,192 tokens a step, prompts arriving there: its next
+    # step has 4,192 tokens of room that later prompts can fill before it starts, 83.8 ms at
+    # 0.02 ms a token, which would take the pool's 191.7 ms past 270 ms. Not a safe place to
+    # spare the decode from: the request is decided as latency decides it, collocated.
+    step = dataclasses.replace(tight, prefill_step_tokens=8192, prefill_arrival_tokens_per_s=1000.0)
+    c = goodput.decide(step)
+    assert c.ttft_disaggregated_ms + 0.02 * (8192 - 4000) > 0.9 * 300.0 >= c.ttft_disaggregated_ms
+    assert (c.decision, c.meets_slo) == ("collocated", True)
+    assert dataclasses.replace(c, objective="latency") == qa_model().decide(step)
+    # 100 tokens of room (2 ms) cannot: the decode is spared as before.
+    small = dataclasses.replace(step, prefill_step_tokens=4100)
+    assert goodput.decide(small).reason == "less_harm"
+    # Nothing arriving there, or the step's size not reported: as before.
+    assert goodput.decide(dataclasses.replace(step, prefill_arrival_tokens_per_s=None)).reason == "less_harm"
+    assert goodput.decide(dataclasses.replace(step, prefill_step_tokens=None)).reason == "less_harm"
+
+
 def test_goodput_does_not_take_a_collocation_only_it_serves_in_time_past_the_least_slack() -> None:
     # The pool 40 prompts deep: only collocation serves this request in time...
     latency, goodput = qa_model(), goodput_of(qa_model())
