@@ -276,6 +276,30 @@ V = TypeVar("V", float, FloatArray)
 _COMPONENT_INDEX = {path: [REASONS.index(r) for r in reasons] for path, reasons in COMPONENT_REASON.items()}
 
 
+def _step_room(v: Resolved[float]) -> float:
+    """The prompt tokens later arrivals can add to this prompt's step on a busy batching prefill
+    engine before it starts: ``S - (L - h_p) - Q / G``; 0.0 where the pool is not busy, no prompt
+    arrives there, the step size is not reported (NaN) or nothing is left."""
+    q, G = v.prefill_queue_requests, v.prefill_pool_gpus
+    if not (v.prefill_running_requests >= G and v.prefill_arrival_tokens_per_s > 0.0):
+        return 0.0
+    L = v.prompt_len
+    rest = L - min(v.prefill_cached_prompt_tokens, L - 1.0)
+    room = v.prefill_step_tokens - rest - (v.prefill_queue_tokens / G if q > 0.0 else 0.0)
+    return room if room > 0.0 else 0.0
+
+
+def _step_room_many(v: Resolved[FloatArray]) -> FloatArray:
+    """``_step_room`` of each request."""
+    q, G = v.prefill_queue_requests, v.prefill_pool_gpus
+    L = v.prompt_len
+    rest = L - np.minimum(v.prefill_cached_prompt_tokens, L - 1.0)
+    with np.errstate(invalid="ignore", divide="ignore"):  # NaN (not reported), q = 0: not taken
+        room = v.prefill_step_tokens - rest - np.where(q > 0.0, v.prefill_queue_tokens / G, 0.0)
+        busy = (v.prefill_running_requests >= G) & (v.prefill_arrival_tokens_per_s > 0.0) & (room > 0.0)
+    return np.where(busy, room, 0.0)
+
+
 class Collocated(NamedTuple, Generic[V]):
     """The collocated path's terms (ms; module docstring)."""
 
@@ -529,11 +553,10 @@ class QueueAwareModel:
         if not math.isnan(E):  # how long they have run: each has t_run - E left on average
             first = 2.0 * max(0.0, t_run - E) / (G + 1.0)
         raw_wait = (first if r >= G else 0.0) + q * t_ahead / G
-        S, lam = v.prefill_step_tokens, v.prefill_arrival_tokens_per_s
-        if r >= G and lam > 0.0:  # NaN (not reported): no prompt joins its step
-            room = S - (L - hp) - (v.prefill_queue_tokens / G if q > 0.0 else 0.0)
-            if room > 0.0:  # the prompts that arrive before its step starts, while they fit
-                raw_wait += fm.prefill_ms_per_token * min(lam / G * first / 1000.0, room)
+        room = _step_room(v)
+        if room > 0.0:  # the prompts that arrive before its step starts, while they fit
+            lam = v.prefill_arrival_tokens_per_s
+            raw_wait += fm.prefill_ms_per_token * min(lam / G * first / 1000.0, room)
         wait = raw_wait * self.queue_wait_scale
         transfer = (L - min(v.cached_prompt_tokens, L - 1.0)) * fm.transfer_ms_per_token
         remote = t_prefill + transfer
@@ -591,11 +614,11 @@ class QueueAwareModel:
             t_run = np.where(~np.isnan(Y) & (r > 0.0), fm.prefill_ms_many(Y / r), t_ahead)
         E = v.prefill_running_elapsed_ms
         first = np.where(np.isnan(E), t_run / (G + 1.0), 2.0 * np.maximum(0.0, t_run - E) / (G + 1.0))
-        S, lam = v.prefill_step_tokens, v.prefill_arrival_tokens_per_s
-        with np.errstate(invalid="ignore"):  # NaN (not reported): no prompt joins
-            room = S - rest - np.where(q > 0.0, v.prefill_queue_tokens / G, 0.0)
-            joins = (r >= G) & (lam > 0.0) & (room > 0.0)
-            join = np.where(joins, fm.prefill_ms_per_token * np.minimum(lam / G * first / 1000.0, room), 0.0)
+        room, lam = _step_room_many(v), v.prefill_arrival_tokens_per_s
+        with np.errstate(invalid="ignore"):  # NaN (not reported): not taken
+            join = np.where(
+                room > 0.0, fm.prefill_ms_per_token * np.minimum(lam / G * first / 1000.0, room), 0.0
+            )
         raw_wait = np.where(r >= G, first, 0.0) + q * t_ahead / G + join
         wait = raw_wait * self.queue_wait_scale
         transfer = (L - np.minimum(v.cached_prompt_tokens, L - 1.0)) * fm.transfer_ms_per_token
@@ -630,44 +653,6 @@ class QueueAwareModel:
             raw_wait, wait, t_prefill, transfer, remote, first_steps, first_chunks, ttft, tpot, e2e,
             seen_tpot, queued,
         )  # fmt: skip
-
-    def _step_room_ms(self, v: Resolved[float]) -> float:
-        """What the room left in a busy batching prefill engine's next step takes to prefill
-        (ms): ``S - (L - h_p) - Q / G`` tokens that later prompts can fill before it starts, 0
-        where the pool is not busy, no prompt arrives there or the step size is not reported."""
-        S, lam, q, G = (
-            v.prefill_step_tokens,
-            v.prefill_arrival_tokens_per_s,
-            v.prefill_queue_requests,
-            v.prefill_pool_gpus,
-        )
-        if not (v.prefill_running_requests >= G and lam > 0.0):  # NaN: not reported
-            return 0.0
-        L = v.prompt_len
-        room = (
-            S
-            - (L - min(v.prefill_cached_prompt_tokens, L - 1.0))
-            - (v.prefill_queue_tokens / G if q > 0.0 else 0.0)
-        )
-        return self.forms.prefill_ms_per_token * room if room > 0.0 else 0.0
-
-    def _step_room_ms_many(self, v: Resolved[FloatArray]) -> FloatArray:
-        """``_step_room_ms`` of each request."""
-        S, lam, q, G = (
-            v.prefill_step_tokens,
-            v.prefill_arrival_tokens_per_s,
-            v.prefill_queue_requests,
-            v.prefill_pool_gpus,
-        )
-        L = v.prompt_len
-        with np.errstate(invalid="ignore", divide="ignore"):  # NaN (not reported), q = 0: not taken
-            room = (
-                S
-                - (L - np.minimum(v.prefill_cached_prompt_tokens, L - 1.0))
-                - np.where(q > 0.0, v.prefill_queue_tokens / G, 0.0)
-            )
-            busy = (v.prefill_running_requests >= G) & (lam > 0.0) & (room > 0.0)
-        return np.where(busy, self.forms.prefill_ms_per_token * room, 0.0)
 
     # --- one request --------------------------------------------------------------------------
     def decide(self, x: RouteInputs) -> QueueAwareBreakdown:
@@ -716,7 +701,10 @@ class QueueAwareModel:
         beside = B > 0.0 or joining != 0.0
         # A batching prefill engine's step can fill with prompts that arrive after this one: the
         # room left in it is the worst case of its wait there (NaN: not reported, none).
-        risky_d = self.is_goodput and (dis.ttft + self._step_room_ms(v)) / ttft_slo > self.feasible
+        risky_d = (
+            self.is_goodput
+            and (dis.ttft + self.forms.prefill_ms_per_token * _step_room(v)) / ttft_slo > self.feasible
+        )
         if ok_c and ok_d and ((late_beside and beside) or past_slack) and not risky_d:
             # Under goodput a collocation that would make the decodes beside it late loses, unless
             # the prefill engine's step could fill with later prompts past the TTFT target.
@@ -860,7 +848,9 @@ class QueueAwareModel:
             # decide: only collocation, at a running or coming decode's target
             ok_c = ok_c & (ok_d | ~(past_slack | (late_beside & (joining == 1.0))))
             beside = (B > 0.0) | (joining != 0.0)
-            risky_d = (dis.ttft + self._step_room_ms_many(v)) / ttft_slo > self.feasible
+            risky_d = (
+                dis.ttft + self.forms.prefill_ms_per_token * _step_room_many(v)
+            ) / ttft_slo > self.feasible
             spares = ((late_beside & beside) | past_slack) & ~risky_d
         both, meets = ok_c & ok_d, ok_c | ok_d
         spared = both & spares
