@@ -8,9 +8,9 @@ Inputs and where they come from (``Choice.sources``):
   prefilled) and its KV tokens in use, from its ``/metrics``.
 - ``proxy``: what only the proxy knows because it sent it: prompt tokens sent to the decode
   engine and not yet prefilled (``pending_prefill_tokens``, ``decode_pending_prefill_tokens``),
-  the prompt tokens it prefilled over the last two seconds (``colloc_prefill_tokens_per_s``,
+  the prompt tokens it prefilled there over its arrival window (``colloc_prefill_tokens_per_s``,
   ``decode_prefill_tokens_per_s``: the engine's own counter also counts the prompts a KV
-  connector loaded, ``pdroute_proxy.ledger``),
+  connector loaded, and two seconds are too few at a request a second, ``pdroute_proxy.ledger``),
   the prefill pool's queue in requests and tokens, its running prefills, their tokens and how
   long they have run, and its engines not marked down; the decode engine's running requests
   too when no fresh scrape has them; with a TPOT target the least TPOT slack of the decode
@@ -137,7 +137,7 @@ class Decider:
                 sources[name] = f"scrape:{source['endpoint']}"
         load = self.ledger.load(decode_id)
         pool = self.ledger.pool_view(prefill_ids, now)
-        rate = load.prefill_rate(now)  # not the scrape's counter (pdroute_proxy.ledger says why)
+        rate = self.ledger.prefill_rate(decode_id, now)  # not the scrape's counter (ledger says why)
         own: dict[str, float | None] = {
             "colloc_prefill_tokens_per_s": rate,
             "decode_prefill_tokens_per_s": rate,

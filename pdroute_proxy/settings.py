@@ -70,10 +70,12 @@ class ProxySettings(Settings):
         le=3600,
         allow_inf_nan=False,
         description="the window over which the proxy counts the requests it sends each decode engine "
-        "(colloc_arrivals_per_s: the decodes that will join it during a long prefill there) and the prompt "
-        "tokens it sends the prefill engines (prefill_arrival_tokens_per_s: the prompts that will share a "
-        "step): at least as long as the longest prefill; 0: the first not reported (the model's two-second "
-        "routes stand for it), the second over two seconds",
+        "(colloc_arrivals_per_s: the decodes that will join it during a long prefill there), the prompt "
+        "tokens each decode engine prefilled (colloc_prefill_tokens_per_s: the share of its next seconds "
+        "later prompts take) and the prompt tokens it sends the prefill engines "
+        "(prefill_arrival_tokens_per_s: the prompts that will share a step): at least as long as the "
+        "longest prefill; 0: the first not reported (the model's two-second routes stand for it), the "
+        "others over two seconds",
     )
     prefill_timeout_s: float = Field(
         default=30.0, gt=0, le=3600, allow_inf_nan=False, description="longest wait for a prefill answer"

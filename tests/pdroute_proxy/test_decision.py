@@ -108,26 +108,32 @@ def test_without_a_fresh_scrape_the_decodes_are_the_proxys_count(
     assert sources["decode_context_tokens"] == "assumed"
 
 
-def test_the_prefill_rate_is_what_the_proxy_prefilled_not_the_engines_prompt_counter(
+def test_the_prefill_rate_is_what_the_proxy_prefilled_over_its_window_not_the_engines_counter(
     tmp_path: Path, queue_aware_params_file: Path
 ) -> None:
     # The engine's counter says 5,000 prompt tokens/s (it counts KV-loaded prompts too); the
-    # proxy prefilled 3,000 tokens there in the last 2 s and a 1-token step after a hand-off.
+    # proxy prefilled 7,000 tokens there since its first request 10 s ago, 3,000 of them in the
+    # last 2 s, and a 1-token step after a hand-off.
     counted = Reading(
         EngineSample(running=2, prompt_tokens_total=10_000.0), taken_at=9.5, prefill_tokens_per_s=5000.0
     )
-    d = decider(tmp_path, queue_aware_params_file, readings={"d0": counted}, now=10.0)
-    d.ledger.decode_ticket("d0", 4000).first_token(7.0)  # older than the window: not counted
-    d.ledger.decode_ticket("d0", 1000).first_token(8.5)
-    d.ledger.decode_ticket("d0", 2000).first_token(9.9)
-    d.ledger.decode_ticket("d0", 1).first_token(9.95)  # prompt + first token, its KV loaded
-    d.ledger.decode_ticket("d0", 700)  # sent, not yet prefilled: pending, not in the rate
-    inputs, sources = d.inputs(100, 10, "d0", ("p0",))
-    assert inputs.colloc_prefill_tokens_per_s == inputs.decode_prefill_tokens_per_s == 3001 / 2.0
-    assert sources["colloc_prefill_tokens_per_s"] == sources["decode_prefill_tokens_per_s"] == "proxy"
-    assert inputs.pending_prefill_tokens == 700
-    # Later, everything has left the window.
-    assert d.ledger.load("d0").prefill_rate(20.0) == 0.0
+    for window, rate in ((30.0, 7001 / 10.0), (0.0, 3001 / 2.0)):  # 0: over two seconds, as before
+        d = decider(
+            tmp_path, queue_aware_params_file, readings={"d0": counted}, now=10.0, arrival_window_s=window
+        )
+        d.ledger.count_arrival("d0", 0.0)  # the proxy's first request
+        d.ledger.decode_ticket("d0", 4000).first_token(7.0)
+        d.ledger.decode_ticket("d0", 1000).first_token(8.5)
+        d.ledger.decode_ticket("d0", 2000).first_token(9.9)
+        d.ledger.decode_ticket("d0", 1).first_token(9.95)  # prompt + first token, its KV loaded
+        d.ledger.decode_ticket("d0", 700)  # sent, not yet prefilled: pending, not in the rate
+        inputs, sources = d.inputs(100, 10, "d0", ("p0",))
+        assert inputs.colloc_prefill_tokens_per_s == inputs.decode_prefill_tokens_per_s == pytest.approx(rate)
+        assert sources["colloc_prefill_tokens_per_s"] == sources["decode_prefill_tokens_per_s"] == "proxy"
+        assert inputs.pending_prefill_tokens == 700
+        # Over the window's last 30 s once the proxy has run that long: the 7.0 s prompt drops out.
+        assert d.ledger.prefill_rate("d0", 37.5) == pytest.approx(3001 / 30.0 if window else 0.0)
+        assert d.ledger.prefill_rate("d0", 40.0) == 0.0  # everything has left the window
 
 
 @pytest.mark.parametrize(
