@@ -255,13 +255,14 @@ HAND_PICKED: tuple[dict[str, Any], ...] = (
     },
     # A decode beside a short prompt with little TPOT slack: under goodput the prompt is sent to
     # the prefill pool to spare it, unless that pool batches its steps and the room in its next
-    # step, filled by later prompts, could take the prompt past its TTFT target.
+    # step, filled by later prompts, could take the prompt past its TTFT target; three decodes
+    # beside it are spared whatever the room.
     *(
         {
             "prompt_len": 333,
             "predicted_output_len": 12,
-            "system_load": 1,
-            "decode_batch_size": 1,
+            "system_load": load,
+            "decode_batch_size": load,
             "colloc_tpot_slack_ms": 5.0,
             "prefill_queue_requests": 1,
             "prefill_queue_tokens": 725,
@@ -272,7 +273,7 @@ HAND_PICKED: tuple[dict[str, Any], ...] = (
             "ttft_slo_ms": 1000.0,
             "tpot_slo_ms": 50.0,
         }
-        for step in (None, 16_384)
+        for step, load in ((None, 1), (16_384, 1), (16_384, 3))
     ),
     {"prompt_len": 2048, "system_load": 16, "ttft_slo_ms": 1e6, "tpot_slo_ms": 1e6},
     {"prompt_len": 2048, "system_load": 16, "tpot_slo_ms": 0.001},

@@ -157,13 +157,14 @@ def test_goodput_does_not_collocate_past_the_least_slack_of_the_decodes_beside_i
     assert latency.decide(tight) == latency.decide(long)
 
 
-def test_goodput_spares_the_decodes_only_where_the_prefill_engines_step_cannot_fill_past_the_target() -> None:
-    # The decode beside it has 30 ms of slack: goodput sends the prompt to the pool (190.8 ms,
-    # within 0.9 x 300 ms) to spare it, its collocation (125.8 ms) in time as well.
+def test_goodput_spares_one_decode_only_where_the_prefill_engines_step_cannot_fill_past_the_target() -> None:
+    # The one decode beside it has 30 ms of slack: goodput sends the prompt to the pool (within
+    # 0.9 x 300 ms) to spare it, its collocation in time as well.
     goodput = goodput_of(qa_model())
     tight = dataclasses.replace(
         BESIDE,
         predicted_output_len=401,
+        system_load=1,
         colloc_tpot_slack_ms=30.0,
         ttft_slo_ms=300.0,
         prefill_running_requests=1,
@@ -185,6 +186,10 @@ def test_goodput_spares_the_decodes_only_where_the_prefill_engines_step_cannot_f
     # Nothing arriving there, or the step's size not reported: as before.
     assert goodput.decide(dataclasses.replace(step, prefill_arrival_tokens_per_s=None)).reason == "less_harm"
     assert goodput.decide(dataclasses.replace(step, prefill_step_tokens=None)).reason == "less_harm"
+    # Two or four decodes beside it: the risk to this one request does not outweigh them.
+    for running in (2, 4):
+        many = goodput.decide(dataclasses.replace(step, system_load=running))
+        assert (many.decision, many.reason, many.meets_slo) == ("disaggregated", "less_harm", True)
 
 
 def test_goodput_does_not_take_a_collocation_only_it_serves_in_time_past_the_least_slack() -> None:
