@@ -253,10 +253,11 @@ HAND_PICKED: tuple[dict[str, Any], ...] = (
         "prefill_arrival_tokens_per_s": 1500.0,
         "prefill_step_tokens": 4096,
     },
-    # A decode beside a short prompt with little TPOT slack: under goodput the prompt is sent to
-    # the prefill pool to spare it, unless that pool batches its steps and the room in its next
-    # step, filled by later prompts, could take the prompt past its TTFT target; three decodes
-    # beside it are spared whatever the room.
+    # A decode with little TPOT slack, running beside a short prompt or on its way there: under
+    # goodput the prompt is sent to the prefill pool to spare it, unless the decodes beside it
+    # (running, and coming during its prefill) are fewer than one and that pool batches its steps
+    # and the room in its next step, filled by later prompts, could take the prompt past its TTFT
+    # target.
     *(
         {
             "prompt_len": 333,
@@ -273,7 +274,7 @@ HAND_PICKED: tuple[dict[str, Any], ...] = (
             "ttft_slo_ms": 1000.0,
             "tpot_slo_ms": 50.0,
         }
-        for step, load in ((None, 1), (16_384, 1), (16_384, 3))
+        for step, load in ((None, 1), (16_384, 1), (32_768, 0))
     ),
     {"prompt_len": 2048, "system_load": 16, "ttft_slo_ms": 1e6, "tpot_slo_ms": 1e6},
     {"prompt_len": 2048, "system_load": 16, "tpot_slo_ms": 0.001},

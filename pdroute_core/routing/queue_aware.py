@@ -701,15 +701,16 @@ class QueueAwareModel:
         beside = B > 0.0 or joining != 0.0
         # A batching prefill engine's step can fill with prompts that arrive after this one: the
         # room left in it is the worst case of its wait there (NaN: not reported, none). That risk,
-        # one request's, outweighs the decodes beside it only while at most one runs there.
+        # to this one request, outweighs the decodes beside it (running, and coming during its
+        # prefill there) only while they are fewer than one.
         risky_d = (
             self.is_goodput
-            and B <= 1.0
+            and B + coming < 1.0
             and (dis.ttft + self.forms.prefill_ms_per_token * _step_room(v)) / ttft_slo > self.feasible
         )
         if ok_c and ok_d and ((late_beside and beside) or past_slack) and not risky_d:
             # Under goodput a collocation that would make the decodes beside it late loses, unless
-            # at most one runs there and the prefill engine's step could fill with later prompts
+            # they are fewer than one and the prefill engine's step could fill with later prompts
             # past the TTFT target.
             is_disagg, reason, meets = True, REASON_HARM, True
         elif ok_c and ok_d:
@@ -851,7 +852,7 @@ class QueueAwareModel:
             # decide: only collocation, at a running or coming decode's target
             ok_c = ok_c & (ok_d | ~(past_slack | (late_beside & (joining == 1.0))))
             beside = (B > 0.0) | (joining != 0.0)
-            risky_d = (B <= 1.0) & (
+            risky_d = (B + coming < 1.0) & (
                 (dis.ttft + self.forms.prefill_ms_per_token * _step_room_many(v)) / ttft_slo > self.feasible
             )
             spares = ((late_beside & beside) | past_slack) & ~risky_d

@@ -157,39 +157,47 @@ def test_goodput_does_not_collocate_past_the_least_slack_of_the_decodes_beside_i
     assert latency.decide(tight) == latency.decide(long)
 
 
-def test_goodput_spares_one_decode_only_where_the_prefill_engines_step_cannot_fill_past_the_target() -> None:
-    # The one decode beside it has 30 ms of slack: goodput sends the prompt to the pool (within
-    # 0.9 x 300 ms) to spare it, its collocation in time as well.
+def test_goodput_spares_a_coming_decode_only_where_the_prefill_step_cannot_fill_past_the_target() -> None:
+    # No decode runs on the collocation GPU, but one on its way there (its KV in flight) has
+    # 30 ms of slack: goodput sends the prompt to the pool (218.8 ms, within 0.9 x 300 ms) to
+    # spare it, though its collocation (208 ms) is in time too and faster.
     goodput = goodput_of(qa_model())
     tight = dataclasses.replace(
         BESIDE,
         predicted_output_len=401,
-        system_load=1,
+        system_load=0,
         colloc_tpot_slack_ms=30.0,
         ttft_slo_ms=300.0,
         prefill_running_requests=1,
+        prefill_queue_requests=1,
+        prefill_queue_tokens=2000,
     )
     b = goodput.decide(tight)
     assert (b.decision, b.reason, b.meets_slo) == ("disaggregated", "less_harm", True)
-    # A busy prefill engine that batches 8,192 tokens a step, prompts arriving there: its next
-    # step has 4,192 tokens of room that later prompts can fill before it starts, 83.8 ms at
-    # 0.02 ms a token, which would take the pool's 191.7 ms past 270 ms. Not a safe place to
-    # spare the decode from: the request is decided as latency decides it, collocated.
-    step = dataclasses.replace(tight, prefill_step_tokens=8192, prefill_arrival_tokens_per_s=1000.0)
+    assert b.ttft_collocated_ms < b.ttft_disaggregated_ms <= 0.9 * 300.0
+    # A busy prefill engine that batches 16,384 tokens a step, prompts arriving there: its next
+    # step has 10,384 tokens of room that later prompts can fill before it starts, 207.7 ms at
+    # 0.02 ms a token, which would take the pool past 270 ms. With fewer than one decode beside
+    # it (none running, none expected during its prefill), that risk to this request outweighs
+    # them: the request is decided as latency decides it, collocated.
+    step = dataclasses.replace(tight, prefill_step_tokens=16_384, prefill_arrival_tokens_per_s=1000.0)
     c = goodput.decide(step)
-    assert c.ttft_disaggregated_ms + 0.02 * (8192 - 4000) > 0.9 * 300.0 >= c.ttft_disaggregated_ms
+    assert c.ttft_disaggregated_ms + 0.02 * (16_384 - 4000 - 2000) > 0.9 * 300.0 >= c.ttft_disaggregated_ms
     assert (c.decision, c.meets_slo) == ("collocated", True)
     assert dataclasses.replace(c, objective="latency") == qa_model().decide(step)
     # 100 tokens of room (2 ms) cannot: the decode is spared as before.
-    small = dataclasses.replace(step, prefill_step_tokens=4100)
+    small = dataclasses.replace(step, prefill_step_tokens=6100)
     assert goodput.decide(small).reason == "less_harm"
     # Nothing arriving there, or the step's size not reported: as before.
     assert goodput.decide(dataclasses.replace(step, prefill_arrival_tokens_per_s=None)).reason == "less_harm"
     assert goodput.decide(dataclasses.replace(step, prefill_step_tokens=None)).reason == "less_harm"
-    # Two or four decodes beside it: the risk to this one request does not outweigh them.
-    for running in (2, 4):
-        many = goodput.decide(dataclasses.replace(step, system_load=running))
-        assert (many.decision, many.reason, many.meets_slo) == ("disaggregated", "less_harm", True)
+    # One or four decodes running beside it, or two expected to join during its 208 ms there (10
+    # requests a second): the risk to this one request does not outweigh them.
+    for beside in ({"system_load": 1}, {"system_load": 4}, {"colloc_arrivals_per_s": 10.0}):
+        spared = goodput.decide(dataclasses.replace(step, **beside))
+        assert (spared.decision, spared.reason, spared.meets_slo) == ("disaggregated", "less_harm", True)
+    # 0.4 expected (2 a second): fewer than one, collocated.
+    assert goodput.decide(dataclasses.replace(step, colloc_arrivals_per_s=2.0)).decision == "collocated"
 
 
 def test_goodput_does_not_take_a_collocation_only_it_serves_in_time_past_the_least_slack() -> None:
