@@ -98,18 +98,16 @@ class EngineLoad:
     prefills: OrderedDict[int, int] = field(default_factory=OrderedDict)  # key -> prompt tokens
     running_since: float = math.nan  # monotonic s: when the oldest of ``prefills`` became the oldest
     down_until: float = -math.inf  # monotonic s
-    prefilled: TokenWindow = field(
-        default_factory=TokenWindow
-    )  # prompt tokens prefilled here (ledger's window)
-    sent: TokenWindow = field(default_factory=TokenWindow)  # a prefill engine's: prompt tokens sent lately
-    # (over the ledger's ``window_s``)
+    # prompt tokens prefilled here (over the ledger's window)
+    prefilled: TokenWindow = field(default_factory=TokenWindow)
+    # a prefill engine's: prompt tokens sent here (over the ledger's window)
+    sent: TokenWindow = field(default_factory=TokenWindow)
     tickets: dict[int, Ticket] = field(default_factory=dict)  # the requests in flight here, by id
     incoming: dict[int, PrefillTicket] = field(default_factory=dict)  # prefilling elsewhere for here
     gaps: deque[float] = field(default_factory=lambda: deque(maxlen=PACE_GAPS))  # s per token, newest last
     routes: deque[Route] = field(default_factory=deque)  # requests sent here lately, oldest first
-    arrivals: TokenWindow = field(
-        default_factory=TokenWindow
-    )  # requests sent here, one each (ledger's window)
+    # requests sent here, one each (over the ledger's window)
+    arrivals: TokenWindow = field(default_factory=TokenWindow)
 
     def pending_prefix_tokens(self) -> float:
         """The mean prefix under the prompt tokens pending prefill here (``pending_prefill_prefix_tokens``):
