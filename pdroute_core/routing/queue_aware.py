@@ -160,16 +160,19 @@ victim counts. Under ``goodput``:
   (``colloc_tpot_slack_ms``, S: a proxy that streams their tokens knows how much delay each can
   still take), the collocation is also not taken when all its chunks' delay, ``u f / c_B + A``,
   after the P pending tokens' ``P f / c_B``, is more than S: the first of them to go late
-  would. (Spread over this request's D steps the same delay says nothing of a short decode that
-  has already waited through one stall; S does. Not reported, S is unknown and the test is the
-  one before it, bit for bit). Past S, a collocation that alone serves the request in time is
-  not taken either: it would trade a running request's target for this one's, so no path
-  meets the targets and the budgets below decide (reason ``slo_none_feasible``; S not reported:
-  taken, as before). Nor where at least one decode is expected to join during its prefill and
-  the spread test above says its chunks would make them late (the first to arrive waits
-  through nearly all of them; no slack exists yet for a request not yet sent): a 1,905-token
-  prompt only the decode engine prefilled in time held it for 7 s while four or five requests
-  arrived (docs/proxy.md);
+  would; unless the pending tokens' chunks alone are more than S: that decode is late whatever
+  this request does, and the spread test decides (a 103-token prompt, 1.9 s collocated, was
+  sent behind a 1,905-token prompt on the prefill engine, 9.9 s, for a decode that the 356
+  tokens pending beside it made late anyway: docs/proxy.md). (Spread over this request's D
+  steps the same delay says nothing of a short decode that has already waited through one
+  stall; S does. Not reported, S is unknown and the test is the one before it, bit for bit).
+  Past S, a collocation that alone serves the request in time is not taken either: it would
+  trade a running request's target for this one's, so no path meets the targets and the
+  budgets below decide (reason ``slo_none_feasible``; S not reported: taken, as before). Nor
+  where at least one decode is expected to join during its prefill and the spread test above
+  says its chunks would make them late (the first to arrive waits through nearly all of them;
+  no slack exists yet for a request not yet sent): a 1,905-token prompt only the decode engine
+  prefilled in time held it for 7 s while four or five requests arrived (docs/proxy.md);
 - when neither does, only the victims predicted still on time count: ``budget_c`` when the
   collocation GPU's steps are within the TPOT target, the pool's share when the pool's wait and
   the decode engine's first steps (``TTFT_d - T_own - transfer``) are within the TTFT target,
@@ -682,11 +685,13 @@ class QueueAwareModel:
         D = max(1.0, out - 1.0)
         chunks = col.u * col.chunk / (col.chunk_tokens * D) + col.prefix_ms / D
         # Under goodput: its chunks' whole delay after the pending prompts' chunks past the least
-        # slack of the decodes beside it (NaN: unknown), or late beside it over their steps.
+        # slack of the decodes beside it (NaN: unknown), where the pending chunks alone are not:
+        # a decode they make late is lost whatever this request does.
+        ahead = col.chunk * v.pending_prefill_tokens / col.chunk_tokens + col.ahead_ms
         past_slack = (
             self.is_goodput
-            and (chunks * D + col.chunk * v.pending_prefill_tokens / col.chunk_tokens + col.ahead_ms)
-            > v.colloc_tpot_slack_ms
+            and chunks * D + ahead > v.colloc_tpot_slack_ms
+            and ahead <= v.colloc_tpot_slack_ms
         )
         # The decodes expected to join the GPU while its chunks hold it (at the gateway's rate),
         # whether at least one is (NaN: neither rate nor routes reported), and whether its chunks'
@@ -846,7 +851,7 @@ class QueueAwareModel:
             sink = tie & (pool_on_time == 0.0)
             spare_gpu = tie & (pool_on_time != 0.0) & (colloc_on_time == 1.0)
             ahead = col.chunk * v.pending_prefill_tokens / col.chunk_tokens + col.ahead_ms
-            past_slack = chunks * D + ahead > v.colloc_tpot_slack_ms
+            past_slack = (chunks * D + ahead > v.colloc_tpot_slack_ms) & (ahead <= v.colloc_tpot_slack_ms)
             joining = obj.joins_many(coming, v.colloc_feasible_routes, v.colloc_arrivals_per_s)
             late_beside = (tpot_c + chunks) / tpot_slo > self.feasible
             # decide: only collocation, at a running or coming decode's target
