@@ -307,6 +307,17 @@ HAND_PICKED: tuple[dict[str, Any], ...] = (
         "tpot_slo_ms": 200.0,
         "colloc_tpot_slack_ms": 5.0,
     },
+    # ... unless the prompts already pending beside it take it past 0.9 of its slack by themselves
+    # and this short prompt's own chunks would not: that decode is late, or a coin flip, whatever
+    # this request does, and the answer is the one without the slack.
+    {
+        "prompt_len": 64,
+        "system_load": 16,
+        "ttft_slo_ms": 5000.0,
+        "tpot_slo_ms": 200.0,
+        "colloc_tpot_slack_ms": 2.0,
+        "pending_prefill_tokens": 256,
+    },
     # No path meets the targets and the pool's wait is past the TTFT target. Under goodput the
     # collocation GPU, sent no request expected in time lately, serves nobody in time: the
     # request costs nobody there (collocated); with neither GPU serving anyone in time it goes

@@ -685,13 +685,15 @@ class QueueAwareModel:
         D = max(1.0, out - 1.0)
         chunks = col.u * col.chunk / (col.chunk_tokens * D) + col.prefix_ms / D
         # Under goodput: its chunks' whole delay after the pending prompts' chunks past the least
-        # slack of the decodes beside it (NaN: unknown), where the pending chunks alone are not:
-        # a decode they make late is lost whatever this request does.
+        # slack of the decodes beside it (NaN: unknown); unless the pending chunks alone take it
+        # past the feasible share of that slack and its own alone would not: that decode is late,
+        # or a coin flip, whatever this request does.
         ahead = col.chunk * v.pending_prefill_tokens / col.chunk_tokens + col.ahead_ms
+        slack = self.feasible * v.colloc_tpot_slack_ms
         past_slack = (
             self.is_goodput
             and chunks * D + ahead > v.colloc_tpot_slack_ms
-            and ahead <= v.colloc_tpot_slack_ms
+            and not (ahead > slack and chunks * D <= slack)
         )
         # The decodes expected to join the GPU while its chunks hold it (at the gateway's rate),
         # whether at least one is (NaN: neither rate nor routes reported), and whether its chunks'
@@ -851,7 +853,9 @@ class QueueAwareModel:
             sink = tie & (pool_on_time == 0.0)
             spare_gpu = tie & (pool_on_time != 0.0) & (colloc_on_time == 1.0)
             ahead = col.chunk * v.pending_prefill_tokens / col.chunk_tokens + col.ahead_ms
-            past_slack = (chunks * D + ahead > v.colloc_tpot_slack_ms) & (ahead <= v.colloc_tpot_slack_ms)
+            slack = self.feasible * v.colloc_tpot_slack_ms
+            doomed = (ahead > slack) & (chunks * D <= slack)  # decide's exception
+            past_slack = (chunks * D + ahead > v.colloc_tpot_slack_ms) & ~doomed
             joining = obj.joins_many(coming, v.colloc_feasible_routes, v.colloc_arrivals_per_s)
             late_beside = (tpot_c + chunks) / tpot_slo > self.feasible
             # decide: only collocation, at a running or coming decode's target

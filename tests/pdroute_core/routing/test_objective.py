@@ -67,7 +67,9 @@ def test_goodput_decides_as_latency_wherever_a_path_meets_the_targets(rows: list
             col = qa_model(chunk_ms_per_token_sq=1e-5, chunk_ms_per_token_seq=2e-5).collocated(resolve(x))
             ahead = col.chunk * (x.pending_prefill_tokens or 0) / col.chunk_tokens + col.ahead_ms
             slack = x.colloc_tpot_slack_ms
-            past_slack = slack is not None and _spread(x) * D + ahead > slack >= ahead
+            own = _spread(x) * D
+            doomed = slack is not None and ahead > 0.9 * slack >= own  # late whatever it does
+            past_slack = slack is not None and own + ahead > slack and not doomed
             assert a.ttft_collocated_ms / (x.ttft_slo_ms or math.inf) <= 0.9
             if a.reason == "slo_only_feasible" and a.decision == "collocated":
                 # Only collocation served it in time, past that slack: no path does now.
@@ -153,14 +155,16 @@ def test_goodput_does_not_collocate_past_the_least_slack_of_the_decodes_beside_i
     # Unless 1,000 tokens pending there come first: their 10 ms of chunks take it to 50 ms.
     pending = dataclasses.replace(long, colloc_tpot_slack_ms=45.0, pending_prefill_tokens=1000)
     assert goodput.decide(pending).reason == "less_harm"
-    # With 5 ms of slack those 10 ms make that decode late whatever this request does: its
-    # chunks cost it nothing more, and the answer is the one without the input.
-    lost = dataclasses.replace(pending, colloc_tpot_slack_ms=5.0)
-    unknown = dataclasses.replace(pending, colloc_tpot_slack_ms=None)
+    # 5,000 tokens pending (50 ms) take a decode with 45 ms of slack past 0.9 of it whatever this
+    # request does, and its own 40 ms alone would not: the answer is the one without the input.
+    lost = dataclasses.replace(pending, pending_prefill_tokens=5000)
+    unknown = dataclasses.replace(lost, colloc_tpot_slack_ms=None)
     assert goodput.decide(lost).reason != "less_harm"
     assert dataclasses.replace(goodput.decide(lost), assumed=()) == dataclasses.replace(
         goodput.decide(unknown), assumed=()
     )
+    # With 30 ms of slack its own 40 ms alone would sink such a decode: spared as before.
+    assert goodput.decide(dataclasses.replace(lost, colloc_tpot_slack_ms=30.0)).reason == "less_harm"
     # latency does not read it.
     assert latency.decide(tight) == latency.decide(long)
 
@@ -224,10 +228,14 @@ def test_goodput_does_not_take_a_collocation_only_it_serves_in_time_past_the_lea
     # 50 ms of slack absorbs the chunks: collocated, as without the input.
     c = goodput.decide(dataclasses.replace(alone, colloc_tpot_slack_ms=50.0))
     assert (c.decision, c.reason, c.meets_slo) == ("collocated", "slo_only_feasible", True)
-    # 30 ms of slack behind 4,000 pending tokens (40 ms of chunks): that decode is late whatever
-    # this request does, so collocating it trades no target: collocated, it alone in time.
-    d = goodput.decide(dataclasses.replace(alone, colloc_tpot_slack_ms=30.0, pending_prefill_tokens=4000))
+    # 50 ms of slack behind 5,000 pending tokens (50 ms of chunks): that decode is late, or a
+    # coin flip, whatever this request does, and its own 40 ms alone would not sink it: collocating
+    # it trades no target, collocated, it alone in time. With 30 ms its own chunks would: refused.
+    behind = dataclasses.replace(alone, colloc_tpot_slack_ms=50.0, pending_prefill_tokens=5000)
+    d = goodput.decide(behind)
     assert (d.decision, d.reason, d.meets_slo) == ("collocated", "slo_only_feasible", True)
+    e = goodput.decide(dataclasses.replace(behind, colloc_tpot_slack_ms=30.0))
+    assert (e.decision, e.reason, e.meets_slo) == ("disaggregated", "slo_none_feasible", False)
     # latency does not read it.
     assert latency.decide(dataclasses.replace(alone, colloc_tpot_slack_ms=30.0)) == a
 
