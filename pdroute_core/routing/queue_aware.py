@@ -160,12 +160,14 @@ victim counts. Under ``goodput``:
   (``colloc_tpot_slack_ms``, S: a proxy that streams their tokens knows how much delay each can
   still take), the collocation is also not taken when all its chunks' delay, ``u f / c_B + A``,
   after the P pending tokens' ``P f / c_B``, is more than S: the first of them to go late
-  would; unless the pending tokens' chunks alone are more than S: that decode is late whatever
-  this request does, and the spread test decides (a 103-token prompt, 1.9 s collocated, was
-  sent behind a 1,905-token prompt on the prefill engine, 9.9 s, for a decode that the 356
-  tokens pending beside it made late anyway: docs/proxy.md). (Spread over this request's D
-  steps the same delay says nothing of a short decode that has already waited through one
-  stall; S does. Not reported, S is unknown and the test is the one before it, bit for bit).
+  would; unless the pending tokens' chunks alone are more than the feasible share of S
+  (``(1 - slo_margin) S``) and this request's own are not: that decode is late, or a coin flip,
+  whatever this request does, and the spread test decides (a 103-token prompt, 1.9 s
+  collocated, was sent behind a 1,905-token prompt on the prefill engine, 9.4-13.6 s, for a
+  decode that the 356 tokens pending beside it took to 0.92-1.22 of its slack: docs/proxy.md).
+  (Spread over this request's D steps the same delay says nothing of a short decode that has
+  already waited through one stall; S does. Not reported, S is unknown and the test is the one
+  before it, bit for bit).
   Past S, a collocation that alone serves the request in time is not taken either: it would
   trade a running request's target for this one's, so no path meets the targets and the
   budgets below decide (reason ``slo_none_feasible``; S not reported: taken, as before). Nor
