@@ -168,9 +168,13 @@ victim counts. Under ``goodput``:
   (Spread over this request's D steps the same delay says nothing of a short decode that has
   already waited through one stall; S does. Not reported, S is unknown and the test is the one
   before it, bit for bit).
-  Past S, a collocation that alone serves the request in time is not taken either: it would
-  trade a running request's target for this one's, so no path meets the targets and the
-  budgets below decide (reason ``slo_none_feasible``; S not reported: taken, as before). Nor
+  Past S, a collocation that alone serves the request in time is not taken either, where the
+  delay would pass S even were it the margin shorter (``(1 - slo_margin) (u f / c_B + A + P f /
+  c_B) > S``): it would trade a running request's target for this one's, so no path meets the
+  targets and the budgets below decide (reason ``slo_none_feasible``; S not reported: taken, as
+  before). Within the margin the decode is only probably late, this request surely lost on the
+  pool: collocated (on the real engines 103- to 341-token prompts refused for decodes 2-10 %
+  past their slack waited 10-30 s on the prefill engine, docs/proxy.md). Nor
   where at least one decode is expected to join during its prefill and the spread test above
   says its chunks would make them late (the first to arrive waits through nearly all of them;
   no slack exists yet for a request not yet sent): a 1,905-token prompt only the decode engine
@@ -703,8 +707,11 @@ class QueueAwareModel:
         coming = obj.arrivals(v.colloc_feasible_routes, col.own, v.colloc_arrivals_per_s)
         joining = obj.joins(coming, v.colloc_feasible_routes, v.colloc_arrivals_per_s)
         late_beside = self.is_goodput and (tpot_c + chunks) / tpot_slo > self.feasible
-        if ok_c and not ok_d and (past_slack or (late_beside and joining == 1.0)):
-            # Only collocation serves it in time, at a running or coming request's target: no path does.
+        # Past the slack even were the delay the margin shorter: that decode is surely late.
+        surely = past_slack and self.feasible * (chunks * D + ahead) > v.colloc_tpot_slack_ms
+        if ok_c and not ok_d and (surely or (late_beside and joining == 1.0)):
+            # Only collocation serves it in time, at a running or coming request's target: no path
+            # does. (A decode only probably late is no reason to lose a request surely in time.)
             ok_c = False
         # Decodes beside it: the B running, or at least one that will join (unknown: some will).
         beside = B > 0.0 or joining != 0.0
@@ -861,7 +868,8 @@ class QueueAwareModel:
             joining = obj.joins_many(coming, v.colloc_feasible_routes, v.colloc_arrivals_per_s)
             late_beside = (tpot_c + chunks) / tpot_slo > self.feasible
             # decide: only collocation, at a running or coming decode's target
-            ok_c = ok_c & (ok_d | ~(past_slack | (late_beside & (joining == 1.0))))
+            surely = past_slack & (self.feasible * (chunks * D + ahead) > v.colloc_tpot_slack_ms)
+            ok_c = ok_c & (ok_d | ~(surely | (late_beside & (joining == 1.0))))
             beside = (B > 0.0) | (joining != 0.0)
             risky_d = (B + coming < 1.0) & (
                 (dis.ttft + self.forms.prefill_ms_per_token * _step_room_many(v)) / ttft_slo > self.feasible
