@@ -318,6 +318,21 @@ HAND_PICKED: tuple[dict[str, Any], ...] = (
         "colloc_tpot_slack_ms": 2.0,
         "pending_prefill_tokens": 256,
     },
+    # Only collocation serves this prompt in time (the pool 40 deep), a decode beside it with
+    # 11.6 ms of slack: its chunks' 12.2 ms on the default profile pass it, but not were they 10 %
+    # shorter: that decode only probably late, collocated; the 32B's 26.9 ms surely: no path meets
+    # the targets.
+    {
+        "prompt_len": 1024,
+        "system_load": 16,
+        "prefill_queue_requests": 40,
+        "prefill_queue_tokens": 160_000,
+        "prefill_running_requests": 4,
+        "prefill_pool_gpus": 2,
+        "ttft_slo_ms": 2000.0,
+        "tpot_slo_ms": 200.0,
+        "colloc_tpot_slack_ms": 11.6,
+    },
     # No path meets the targets and the pool's wait is past the TTFT target. Under goodput the
     # collocation GPU, sent no request expected in time lately, serves nobody in time: the
     # request costs nobody there (collocated); with neither GPU serving anyone in time it goes
