@@ -695,12 +695,9 @@ class QueueAwareModel:
         # past the feasible share of that slack and its own alone would not: that decode is late,
         # or a coin flip, whatever this request does.
         ahead = col.chunk * v.pending_prefill_tokens / col.chunk_tokens + col.ahead_ms
-        slack = self.feasible * v.colloc_tpot_slack_ms
-        past_slack = (
-            self.is_goodput
-            and chunks * D + ahead > v.colloc_tpot_slack_ms
-            and not (ahead > slack and chunks * D <= slack)
-        )
+        own, slack = chunks * D, v.colloc_tpot_slack_ms
+        doomed = ahead > self.feasible * slack >= own
+        past_slack = self.is_goodput and own + ahead > slack and not doomed
         # The decodes expected to join the GPU while its chunks hold it (at the gateway's rate),
         # whether at least one is (NaN: neither rate nor routes reported), and whether its chunks'
         # delay, spread over this request's steps, would make a decode beside it late.
@@ -708,7 +705,7 @@ class QueueAwareModel:
         joining = obj.joins(coming, v.colloc_feasible_routes, v.colloc_arrivals_per_s)
         late_beside = self.is_goodput and (tpot_c + chunks) / tpot_slo > self.feasible
         # Past the slack even were the delay the margin shorter: that decode is surely late.
-        surely = past_slack and self.feasible * (chunks * D + ahead) > v.colloc_tpot_slack_ms
+        surely = past_slack and self.feasible * (own + ahead) > slack
         if ok_c and not ok_d and (surely or (late_beside and joining == 1.0)):
             # Only collocation serves it in time, at a running or coming request's target: no path
             # does. (A decode only probably late is no reason to lose a request surely in time.)
@@ -862,13 +859,13 @@ class QueueAwareModel:
             sink = tie & (pool_on_time == 0.0)
             spare_gpu = tie & (pool_on_time != 0.0) & (colloc_on_time == 1.0)
             ahead = col.chunk * v.pending_prefill_tokens / col.chunk_tokens + col.ahead_ms
-            slack = self.feasible * v.colloc_tpot_slack_ms
-            doomed = (ahead > slack) & (chunks * D <= slack)  # decide's exception
-            past_slack = (chunks * D + ahead > v.colloc_tpot_slack_ms) & ~doomed
+            own, slack = chunks * D, v.colloc_tpot_slack_ms
+            doomed = (ahead > self.feasible * slack) & (self.feasible * slack >= own)  # decide's
+            past_slack = (own + ahead > slack) & ~doomed
             joining = obj.joins_many(coming, v.colloc_feasible_routes, v.colloc_arrivals_per_s)
             late_beside = (tpot_c + chunks) / tpot_slo > self.feasible
             # decide: only collocation, at a running or coming decode's target
-            surely = past_slack & (self.feasible * (chunks * D + ahead) > v.colloc_tpot_slack_ms)
+            surely = past_slack & (self.feasible * (own + ahead) > slack)
             ok_c = ok_c & (ok_d | ~(surely | (late_beside & (joining == 1.0))))
             beside = (B > 0.0) | (joining != 0.0)
             risky_d = (B + coming < 1.0) & (
