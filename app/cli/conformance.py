@@ -320,13 +320,32 @@ HAND_PICKED: tuple[dict[str, Any], ...] = (
     },
     # Only collocation serves this prompt in time (the pool 40 deep), a decode beside it with
     # 11.6 ms of slack: its chunks' 12.2 ms on the default profile pass it, but not were they 10 %
-    # shorter: that decode only probably late, collocated; the 32B's 26.9 ms surely: no path meets
-    # the targets.
+    # shorter: that decode only probably late, collocated. The 32B's 26.9 ms pass it surely, but
+    # its pool is past the target even were it 10 % shorter, the request surely lost there, and
+    # over 199 steps the chunks leave the other decodes in time: one for one, collocated. Over 3
+    # steps under a 20 ms TPOT target the 16 decodes go late too: no path meets the targets.
+    *(
+        {
+            "prompt_len": 1024,
+            "predicted_output_len": out,
+            "system_load": 16,
+            "prefill_queue_requests": 40,
+            "prefill_queue_tokens": 160_000,
+            "prefill_running_requests": 4,
+            "prefill_pool_gpus": 2,
+            "ttft_slo_ms": 2000.0,
+            "tpot_slo_ms": tpot,
+            "colloc_tpot_slack_ms": 11.6,
+        }
+        for out, tpot in ((200, 200.0), (4, 20.0))
+    ),
+    # The 32B's pool 18 deep, within 1.1x of the TTFT target: the request only probably lost
+    # there, the decode surely late beside it: no path meets the targets.
     {
         "prompt_len": 1024,
         "system_load": 16,
-        "prefill_queue_requests": 40,
-        "prefill_queue_tokens": 160_000,
+        "prefill_queue_requests": 18,
+        "prefill_queue_tokens": 72_000,
         "prefill_running_requests": 4,
         "prefill_pool_gpus": 2,
         "ttft_slo_ms": 2000.0,

@@ -706,9 +706,13 @@ class QueueAwareModel:
         late_beside = self.is_goodput and (tpot_c + chunks) / tpot_slo > self.feasible
         # Past the slack even were the delay the margin shorter: that decode is surely late.
         surely = past_slack and self.feasible * (own + ahead) > slack
-        if ok_c and not ok_d and (surely or (late_beside and joining == 1.0)):
-            # Only collocation serves it in time, at a running or coming request's target: no path
-            # does. (A decode only probably late is no reason to lose a request surely in time.)
+        # Only collocation serves it in time. Taken, the least-slack decode is surely late; refused,
+        # this request is lost where the other path is past its targets even were it the margin
+        # shorter (surely too): one for one is no trade, unless the spread test says the others
+        # beside it go late as well (two or more). Coming decodes it would make late: refused.
+        lost_d = self.feasible * late_d > 1.0
+        many = late_beside and B >= 2.0
+        if ok_c and not ok_d and ((surely and (many or not lost_d)) or (late_beside and joining == 1.0)):
             ok_c = False
         # Decodes beside it: the B running, or at least one that will join (unknown: some will).
         beside = B > 0.0 or joining != 0.0
@@ -864,9 +868,12 @@ class QueueAwareModel:
             past_slack = (own + ahead > slack) & ~doomed
             joining = obj.joins_many(coming, v.colloc_feasible_routes, v.colloc_arrivals_per_s)
             late_beside = (tpot_c + chunks) / tpot_slo > self.feasible
-            # decide: only collocation, at a running or coming decode's target
+            # decide: only collocation, at a running decode's target for a request the other path
+            # may serve, or at more targets than its own
             surely = past_slack & (self.feasible * (own + ahead) > slack)
-            ok_c = ok_c & (ok_d | ~(surely | (late_beside & (joining == 1.0))))
+            lost_d = self.feasible * late_d > 1.0
+            many = late_beside & (B >= 2.0)
+            ok_c = ok_c & (ok_d | ~((surely & (many | ~lost_d)) | (late_beside & (joining == 1.0))))
             beside = (B > 0.0) | (joining != 0.0)
             risky_d = (B + coming < 1.0) & (
                 (dis.ttft + self.forms.prefill_ms_per_token * _step_room_many(v)) / ttft_slo > self.feasible
