@@ -168,13 +168,18 @@ victim counts. Under ``goodput``:
   (Spread over this request's D steps the same delay says nothing of a short decode that has
   already waited through one stall; S does. Not reported, S is unknown and the test is the one
   before it, bit for bit).
-  Past S, a collocation that alone serves the request in time is not taken either, where the
-  delay would pass S even were it the margin shorter (``(1 - slo_margin) (u f / c_B + A + P f /
-  c_B) > S``): it would trade a running request's target for this one's, so no path meets the
-  targets and the budgets below decide (reason ``slo_none_feasible``; S not reported: taken, as
-  before). Within the margin the decode is only probably late, this request surely lost on the
-  pool: collocated (on the real engines 103- to 341-token prompts refused for decodes 2-10 %
-  past their slack waited 10-30 s on the prefill engine, docs/proxy.md). Nor
+  Past S, a collocation that alone serves the request in time is weighed against the decodes
+  it would make late. Where the delay would pass S even were it the margin shorter (``(1 -
+  slo_margin) (u f / c_B + A + P f / c_B) > S``) that decode is surely late; refused, this
+  request is surely lost where the other path is past its targets even were it the margin
+  shorter (``(1 - slo_margin) late_d > 1``). One for one is no trade and it is collocated,
+  unless the spread test above says the other decodes beside it go late too and they are at
+  least two (``B >= 2``). Refused (the other path may still serve it, or the decodes late
+  outnumber it), no path meets the targets and the budgets below decide (reason
+  ``slo_none_feasible``; S not reported: taken, as before). Within the margin the decode is only
+  probably late: collocated (on the real engines 103- to 341-token prompts refused for decodes
+  2-10 % past their slack, and a 108-token prompt refused for one decode with 158 ms of slack,
+  its chunks 435 ms, waited 10-30 s on the prefill engine, docs/proxy.md). Nor
   where at least one decode is expected to join during its prefill and the spread test above
   says its chunks would make them late (the first to arrive waits through nearly all of them;
   no slack exists yet for a request not yet sent): a 1,905-token prompt only the decode engine
