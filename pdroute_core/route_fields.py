@@ -11,7 +11,7 @@ compare each declared class with this table field by field.
 or a ``Default`` expression of other fields (``colloc_context_tokens``: the running decodes
 each with this prompt's context, ``system_load * prompt_len``), or ``None`` where the model
 reads "not reported" as such (``prefill_running_tokens``, ``prefill_running_elapsed_ms``,
-``colloc_tpot_slack_ms``, ``colloc_feasible_routes``, ``decode_feasible_routes``,
+``colloc_tpot_slack_ms``, ``colloc_tpot_slack2_ms``, ``colloc_feasible_routes``, ``decode_feasible_routes``,
 ``prefill_arrival_tokens_per_s``, ``prefill_step_tokens``, ``colloc_arrivals_per_s``: the answer is
 then the one before that input existed, bit for bit; ``colloc_cached_prompt_tokens`` defaults to
 ``cached_prompt_tokens``, and ``prefill_cached_prompt_tokens``, ``pending_prefill_prefix_tokens``
@@ -217,6 +217,14 @@ ROUTE_FIELDS: tuple[RouteField, ...] = (
         "(what a gateway that streams their tokens knows); under goodput the queue-aware model "
         "does not collocate a prompt whose chunks would delay them by more. If omitted, none is "
         "taken to be that close (not listed in assumed)",
+    ),
+    _f(
+        "colloc_tpot_slack2_ms", "float", 0, MAX_SLO_MS,
+        "the second least TPOT slack of those decodes (ms; at least colloc_tpot_slack_ms): where "
+        "only collocation serves a request in time and its chunks' delay passes both, surely, "
+        "two decodes go late for it and under goodput it is not collocated. If omitted (or one "
+        "decode there in time), the queue-aware model counts them by its spread test (not listed "
+        "in assumed)",
     ),
     _f(
         "colloc_feasible_routes", "int", 0, MAX_LOAD,

@@ -14,9 +14,10 @@ Inputs and where they come from (``Choice.sources``):
   the prefill pool's queue in requests and tokens, its running prefills, their tokens and how
   long they have run, and its engines not marked down; the decode engine's running requests
   too when no fresh scrape has them; with a TPOT target the least TPOT slack of the decode
-  engine's requests (``colloc_tpot_slack_ms``), and with a TTFT target the requests sent
-  there over the last two seconds that the model expected in time or whose first token came
-  in time (``colloc_feasible_routes``, ``decode_feasible_routes``).
+  engine's requests and the second least (``colloc_tpot_slack_ms``, ``colloc_tpot_slack2_ms``),
+  and with a TTFT target the requests sent there over the last two seconds that the model
+  expected in time or whose first token came in time (``colloc_feasible_routes``,
+  ``decode_feasible_routes``).
 - ``request``: the prompt length and the output length (``max_tokens``, exact with
   ``ignore_eos``, else capped by the configured default), ``assumed``: the rest.
 
@@ -158,7 +159,8 @@ class Decider:
             slo = self.settings.default_tpot_slo_ms
             model = self.store.current.model  # its prefill time: when the incoming hand-offs arrive
             prefill_ms = model.forms.prefill_ms if isinstance(model, QueueAwareModel) else None
-            own["colloc_tpot_slack_ms"] = self.ledger.tpot_slack_ms(decode_id, now, slo, prefill_ms)
+            slacks = self.ledger.tpot_slacks_ms(decode_id, now, slo, prefill_ms)
+            own["colloc_tpot_slack_ms"], own["colloc_tpot_slack2_ms"] = slacks
         if self.settings.arrival_window_s > 0.0:
             own["colloc_arrivals_per_s"] = self.ledger.arrival_rate(decode_id, now)
         if self.settings.default_ttft_slo_ms is not None:

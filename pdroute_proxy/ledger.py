@@ -15,7 +15,8 @@ remembers engines that refused a connection, to try them last for ``down_s``.
 On decode engines it follows each request's tokens (its first token's time, the tokens so far,
 its predicted output length) and the engine's last ``PACE_GAPS`` gaps between tokens, whose
 median is its pace (a stall is a rare long gap; the median is the step). From them,
-``tpot_slack_ms``: the least TPOT slack of the requests there still within their target, the
+``tpot_slack_ms``: the least TPOT slack of the requests there still within their target (and
+``tpot_slacks_ms`` the second least too: whether a delay would make two of them late), the
 delay the first of them to go late can still take (``tpot_slo * (O - 1)`` less the time since
 its first token and its remaining steps at the engine's pace): what a prefill beside them may
 cost. A request still waiting for its first token there counts too, with its whole budget left
@@ -45,6 +46,7 @@ that were never prefilled there.
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import math
 import statistics
@@ -329,12 +331,23 @@ class Ledger:
         ``prefill_ms`` (the model's prefill time of a prompt's tokens), a request on its way
         from a prefill engine has the time until its prefill ends on top of its budget: a delay
         here that ends before it arrives costs it nothing."""
+        return self.tpot_slacks_ms(engine_id, now, tpot_slo_ms, prefill_ms)[0]
+
+    def tpot_slacks_ms(
+        self,
+        engine_id: str,
+        now: float,
+        tpot_slo_ms: float,
+        prefill_ms: Callable[[float], float] | None = None,
+    ) -> tuple[float | None, float | None]:
+        """The least and the second least TPOT slack (ms) of those requests (``tpot_slack_ms``);
+        None where fewer are within their target."""
         load = self.load(engine_id)
         if not load.gaps:
-            return None
+            return None, None
         pace = statistics.median(load.gaps)
         target = tpot_slo_ms / 1000.0
-        least = math.inf
+        slacks: list[float] = []
         for incoming in load.incoming.values():  # their whole budgets
             out = incoming.output_len
             budget = (target - pace) * (out - 1)
@@ -342,7 +355,7 @@ class Ledger:
                 continue
             if prefill_ms is not None:
                 budget += incoming.left_s(now, prefill_ms)
-            least = min(least, budget)
+            slacks.append(budget)
         for ticket in load.tickets.values():
             out = max(ticket.output_len, ticket.num_tokens)
             if out < 2:
@@ -351,9 +364,13 @@ class Ledger:
                 slack = (target - pace) * (out - 1)
             else:
                 slack = target * (out - 1) - (now - ticket.first_at) - (out - ticket.num_tokens) * pace
-            if 0.0 <= slack < least:  # below 0: late already, lost under goodput
-                least = slack
-        return None if math.isinf(least) else 1000.0 * least
+            if slack >= 0.0:  # below 0: late already, lost under goodput
+                slacks.append(slack)
+        least = heapq.nsmallest(2, slacks)
+        return (
+            1000.0 * least[0] if least else None,
+            1000.0 * least[1] if len(least) > 1 else None,
+        )
 
     def route(self, engine_id: str, now: float, expected_in_time: bool, token_times: list[float]) -> None:
         """A request is sent to ``engine_id`` at ``now``; ``token_times`` is its tokens' times

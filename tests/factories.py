@@ -106,6 +106,7 @@ route_inputs_st = st.builds(
     prefill_running_tokens=st.one_of(st.none(), st.integers(0, 10_000_000)),
     prefill_running_elapsed_ms=st.one_of(st.none(), st.floats(0.0, 100_000.0)),
     colloc_tpot_slack_ms=st.one_of(st.none(), st.floats(0.0, 100_000.0)),
+    colloc_tpot_slack2_ms=st.one_of(st.none(), st.floats(0.0, 100_000.0)),
     colloc_feasible_routes=st.one_of(st.none(), st.integers(0, 3)),
     decode_feasible_routes=st.one_of(st.none(), st.integers(0, 3)),
     colloc_cached_prompt_tokens=st.one_of(st.none(), st.integers(0, 100_000)),
@@ -152,6 +153,11 @@ def random_route_inputs(n: int, seed: int, missing: float = 0.2) -> list[RouteIn
         "prefill_step_tokens": maybe(1, 8192),
         "colloc_arrivals_per_s": [None if v is None else v / 20.0 for v in maybe(0, 200)],
     }
+    # The second least slack: the least and more (none where either is missing).
+    optional["colloc_tpot_slack2_ms"] = [
+        None if s is None or e is None else s + e / 13.0
+        for s, e in zip(optional["colloc_tpot_slack_ms"], maybe(0, 20_000), strict=True)
+    ]
     return [
         RouteInputs(
             int(rng.integers(1, 8192)),

@@ -324,6 +324,8 @@ HAND_PICKED: tuple[dict[str, Any], ...] = (
     # its pool is past the target even were it 10 % shorter, the request surely lost there, and
     # over 199 steps the chunks leave the other decodes in time: one for one, collocated. Over 3
     # steps under a 20 ms TPOT target the 16 decodes go late too: no path meets the targets.
+    # With the second least slack reported the decodes surely late are counted, not estimated:
+    # 12 ms, two (refused); 1,000 ms, one (collocated).
     *(
         {
             "prompt_len": 1024,
@@ -336,8 +338,9 @@ HAND_PICKED: tuple[dict[str, Any], ...] = (
             "ttft_slo_ms": 2000.0,
             "tpot_slo_ms": tpot,
             "colloc_tpot_slack_ms": 11.6,
+            **({} if second is None else {"colloc_tpot_slack2_ms": second}),
         }
-        for out, tpot in ((200, 200.0), (4, 20.0))
+        for out, tpot, second in ((200, 200.0, None), (4, 20.0, None), (200, 200.0, 12.0), (4, 20.0, 1000.0))
     ),
     # The 32B's pool 18 deep, within 1.1x of the TTFT target: the request only probably lost
     # there, the decode surely late beside it: no path meets the targets.

@@ -75,6 +75,7 @@ class RouteRequest(StrictModel):
     prefill_running_tokens: Annotated[int | None, route_field("prefill_running_tokens")] = None
     prefill_running_elapsed_ms: Annotated[float | None, route_field("prefill_running_elapsed_ms")] = None
     colloc_tpot_slack_ms: Annotated[float | None, route_field("colloc_tpot_slack_ms")] = None
+    colloc_tpot_slack2_ms: Annotated[float | None, route_field("colloc_tpot_slack2_ms")] = None
     colloc_feasible_routes: Annotated[int | None, route_field("colloc_feasible_routes")] = None
     decode_feasible_routes: Annotated[int | None, route_field("decode_feasible_routes")] = None
     colloc_cached_prompt_tokens: Annotated[int | None, route_field("colloc_cached_prompt_tokens")] = None

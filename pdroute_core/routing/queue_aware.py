@@ -173,13 +173,16 @@ victim counts. Under ``goodput``:
   slo_margin) (u f / c_B + A + P f / c_B) > S``) that decode is surely late; refused, this
   request is surely lost where the other path is past its targets even were it the margin
   shorter (``(1 - slo_margin) late_d > 1``). One for one is no trade and it is collocated,
-  unless the spread test above says the other decodes beside it go late too and they are at
-  least two (``B >= 2``). Refused (the other path may still serve it, or the decodes late
-  outnumber it), no path meets the targets and the budgets below decide (reason
-  ``slo_none_feasible``; S not reported: taken, as before). Within the margin the decode is only
-  probably late: collocated (on the real engines 103- to 341-token prompts refused for decodes
-  2-10 % past their slack, and a 108-token prompt refused for one decode with 158 ms of slack,
-  its chunks 435 ms, waited 10-30 s on the prefill engine, docs/proxy.md). Nor
+  unless two or more decodes go late: where the gateway reports the second least slack S2
+  (``colloc_tpot_slack2_ms``), the delay passes it too even the margin shorter; where not, the
+  spread test above says the other decodes beside it go late and they are at least two
+  (``B >= 2``; it judges them by this request's steps, where theirs may be many more).
+  Refused (the other path may still serve it, or the decodes late outnumber it), no path meets
+  the targets and the budgets below decide (reason ``slo_none_feasible``; S not reported:
+  taken, as before). Within the margin the decode is only probably late: collocated (on the
+  real engines 103- to 341-token prompts refused for decodes 2-10 % past their slack, and a
+  108-token prompt refused for one decode with 158 ms of slack, its chunks 435 ms, waited
+  10-30 s on the prefill engine, docs/proxy.md). Nor
   where at least one decode is expected to join during its prefill and the spread test above
   says its chunks would make them late (the first to arrive waits through nearly all of them;
   no slack exists yet for a request not yet sent): a 1,905-token prompt only the decode engine
@@ -716,7 +719,10 @@ class QueueAwareModel:
         # shorter (surely too): one for one is no trade, unless the spread test says the others
         # beside it go late as well (two or more). Coming decodes it would make late: refused.
         lost_d = self.feasible * late_d > 1.0
-        many = late_beside and B >= 2.0
+        # Two or more decodes surely late: past the second least slack too where reported (NaN: not),
+        # else the spread test's count of the running ones.
+        slack2 = v.colloc_tpot_slack2_ms
+        many = self.feasible * (own + ahead) > slack2 if slack2 == slack2 else late_beside and B >= 2.0
         if ok_c and not ok_d and ((surely and (many or not lost_d)) or (late_beside and joining == 1.0)):
             ok_c = False
         # Decodes beside it: the B running, or at least one that will join (unknown: some will).
@@ -877,7 +883,10 @@ class QueueAwareModel:
             # may serve, or at more targets than its own
             surely = past_slack & (self.feasible * (own + ahead) > slack)
             lost_d = self.feasible * late_d > 1.0
-            many = late_beside & (B >= 2.0)
+            slack2 = v.colloc_tpot_slack2_ms  # decide's count of the decodes surely late
+            many = np.where(
+                np.isnan(slack2), late_beside & (B >= 2.0), self.feasible * (own + ahead) > slack2
+            )
             ok_c = ok_c & (ok_d | ~((surely & (many | ~lost_d)) | (late_beside & (joining == 1.0))))
             beside = (B > 0.0) | (joining != 0.0)
             risky_d = (B + coming < 1.0) & (

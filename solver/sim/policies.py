@@ -132,6 +132,8 @@ class RouteView(NamedTuple):
     # Requests per second routed to the collocation GPU over a long window: not reported by the
     # simulated gateway (None), so the model counts the decodes coming from its two-second routes.
     colloc_arrivals_per_s: float | None = None
+    # The second least TPOT slack there: not reported (None), as the least.
+    colloc_tpot_slack2_ms: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -218,17 +218,20 @@ def test_the_least_tpot_slack_is_of_the_decodes_still_in_time_at_the_engines_pac
     assert statistics.median(ledger.load("d0").gaps) == pytest.approx(0.03)
     # At 10.72: 2,000 ms less 720 ms run less 15 tokens to go at 30 ms.
     assert ledger.tpot_slack_ms("d0", 10.72, 100.0) == pytest.approx(2000 - 720 - 450)
-    # A second request, ahead in its budget, does not lower the least.
+    assert ledger.tpot_slacks_ms("d0", 10.72, 100.0)[1] is None  # no second
+    # A second request, ahead in its budget, does not lower the least: it is the second least.
     b = ledger.decode_ticket("d0", 1, output_len=41, first_at=10.6, num_tokens=1)  # a hand-off
     assert ledger.tpot_slack_ms("d0", 10.7, 100.0) == pytest.approx(2000 - 700 - 15 * 30)
     b.first_token(10.7)
     b.progress(10.6, 2, 10.72)  # its first token came from the prefill engine at 10.6
     assert ledger.tpot_slack_ms("d0", 10.72, 100.0) == pytest.approx(830.0)
+    second = 4000 - 120 - 39 * 30
+    assert list(ledger.tpot_slacks_ms("d0", 10.72, 100.0)) == pytest.approx([830.0, second])
     # One already late (past its budget) is lost under goodput and no longer counts.
     c = ledger.decode_ticket("d0", 100, output_len=3)
     c.first_token(9.0)
     c.progress(9.0, 2, 10.72)
-    assert ledger.tpot_slack_ms("d0", 10.72, 100.0) == pytest.approx(830.0)
+    assert list(ledger.tpot_slacks_ms("d0", 10.72, 100.0)) == pytest.approx([830.0, second])
     a.close()  # finished: b's own slack is the least now
     assert ledger.tpot_slack_ms("d0", 10.72, 100.0) == pytest.approx(4000 - 120 - 39 * 30)
     # A request still to be prefilled there decodes beside a prompt sent after it: its whole
@@ -312,6 +315,12 @@ def test_the_decision_reads_the_least_tpot_slack_when_a_tpot_target_is_set(
     inputs, sources = d.inputs(1000, 50, "d0", ("p0",))  # at 10.0
     assert inputs.colloc_tpot_slack_ms == pytest.approx(1000 - 100 - 9 * 50)
     assert sources["colloc_tpot_slack_ms"] == "proxy"
+    assert inputs.colloc_tpot_slack2_ms is None  # one decode there
+    d.ledger.decode_ticket("d0", 300, output_len=6)  # to be prefilled there: its whole budget
+    inputs, sources = d.inputs(1000, 50, "d0", ("p0",))
+    assert inputs.colloc_tpot_slack_ms == pytest.approx(5 * (100 - 50))  # now the least
+    assert inputs.colloc_tpot_slack2_ms == pytest.approx(1000 - 100 - 9 * 50)
+    assert sources["colloc_tpot_slack2_ms"] == "proxy"
     untargeted = decider(tmp_path, queue_aware_params_file, readings={})
     untargeted.ledger.engines = d.ledger.engines
     assert untargeted.inputs(1000, 50, "d0", ("p0",))[0].colloc_tpot_slack_ms is None

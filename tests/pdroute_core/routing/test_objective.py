@@ -73,15 +73,21 @@ def test_goodput_decides_as_latency_wherever_a_path_meets_the_targets(rows: list
             assert a.ttft_collocated_ms / (x.ttft_slo_ms or math.inf) <= 0.9
             if a.reason == "slo_only_feasible" and a.decision == "collocated":
                 # Only collocation served it in time, surely past that slack (were the delay 10 %
-                # shorter), for a request the other path may still serve, or the spread test
-                # making two or more running decodes late: no path does now.
+                # shorter), for a request the other path may still serve, or two or more decodes
+                # surely late (past the second least slack too; not reported, the spread test says
+                # so of two or more running): no path does now.
                 assert past_slack and slack is not None and 0.9 * (own + ahead) > slack
                 late_d = max(
                     a.ttft_disaggregated_ms / (x.ttft_slo_ms or math.inf),
                     a.tpot_disaggregated_ms / (slo or math.inf),
                 )
+                slack2 = x.colloc_tpot_slack2_ms
                 many = (
-                    slo is not None and (a.tpot_collocated_ms + _spread(x)) / slo > 0.9 and x.system_load >= 2
+                    0.9 * (own + ahead) > slack2
+                    if slack2 is not None
+                    else slo is not None
+                    and (a.tpot_collocated_ms + _spread(x)) / slo > 0.9
+                    and x.system_load >= 2
                 )
                 assert many or 0.9 * late_d <= 1.0
                 assert not b.meets_slo and b.reason == "slo_none_feasible"
@@ -273,6 +279,14 @@ def test_goodput_weighs_a_collocation_only_it_serves_in_time_against_the_decodes
     one = goodput.decide(dataclasses.replace(short, system_load=1))
     assert (one.decision, one.reason, one.meets_slo) == ("collocated", "slo_only_feasible", True)
     assert goodput.decide(dataclasses.replace(short, colloc_tpot_slack_ms=None)).decision == "collocated"
+    # The second least slack, reported, counts them instead: 1 s, the chunks pass one slack only
+    # (collocated, where the spread test refused); 35 ms, two surely (refused, where it collocated).
+    second = goodput.decide(dataclasses.replace(short, colloc_tpot_slack2_ms=1000.0))
+    assert (second.decision, second.reason, second.meets_slo) == ("collocated", "slo_only_feasible", True)
+    two = goodput.decide(dataclasses.replace(deep, colloc_tpot_slack2_ms=35.0))
+    assert (two.decision, two.reason, two.meets_slo) == ("disaggregated", "slo_none_feasible", False)
+    # 40 ms: past it, but not were the delay 10 % shorter: one decode surely late, collocated.
+    assert goodput.decide(dataclasses.replace(deep, colloc_tpot_slack2_ms=40.0)).decision == "collocated"
 
 
 def test_goodput_does_not_take_an_only_collocation_that_would_make_the_coming_decodes_late() -> None:

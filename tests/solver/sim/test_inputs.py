@@ -46,16 +46,17 @@ def test_every_optional_input_is_reported_from_the_view() -> None:
         "prefill_step_tokens": None,
     }
     assert {name: getattr(x, name) for name in expected} == expected
-    # All but how long the running prefills have run, the decodes' least TPOT slack and the
+    # All but how long the running prefills have run, the decodes' two least TPOT slacks and the
     # arrival rate over a long window, which the simulated gateway does not report (RouteView):
-    # the model answers as before the first two existed and reads the routes for the third.
+    # the model answers as before the first three existed and reads the routes for the last.
     assert set(COLUMN_INPUTS) - set(expected) == {
         "prefill_running_elapsed_ms",
         "colloc_tpot_slack_ms",
+        "colloc_tpot_slack2_ms",
         "colloc_arrivals_per_s",
     }
     assert x.prefill_running_elapsed_ms is None
-    assert x.colloc_tpot_slack_ms is None
+    assert x.colloc_tpot_slack_ms is None and x.colloc_tpot_slack2_ms is None
     assert x.colloc_arrivals_per_s is None
 
 

@@ -235,6 +235,7 @@ def test_policies_see_only_what_a_gateway_sees(profile: ProfileResult, mixed_wor
         "prefill_arrival_tokens_per_s",
         "prefill_step_tokens",
         "colloc_arrivals_per_s",
+        "colloc_tpot_slack2_ms",
     ]
     # Every input of a decision model, by the model's own name (the rest is the simulator's).
     assert set(FIELD_NAMES) <= set(RouteView._fields)

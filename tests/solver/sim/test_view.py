@@ -223,6 +223,7 @@ def test_view_row_order_matches_route_view() -> None:
         "prefill_arrival_tokens_per_s",  # None here: one prompt a pass (recounted above where batched)
         "prefill_step_tokens",
         "colloc_arrivals_per_s",  # None: the simulated gateway does not report it
+        "colloc_tpot_slack2_ms",  # None: nor the least
     ]
 
 
