@@ -15,8 +15,8 @@ remembers engines that refused a connection, to try them last for ``down_s``.
 On decode engines it follows each request's tokens (its first token's time, the tokens so far,
 its predicted output length) and the engine's last ``PACE_GAPS`` gaps between tokens, whose
 median is its pace (a stall is a rare long gap; the median is the step). From them,
-``tpot_slack_ms``: the least TPOT slack of the requests there still within their target (and
-``tpot_slacks_ms`` the second least too: whether a delay would make two of them late), the
+``tpot_slacks_ms``: the least TPOT slack of the requests there still within their target (and
+the second least: whether a delay would make two of them late), the
 delay the first of them to go late can still take (``tpot_slo * (O - 1)`` less the time since
 its first token and its remaining steps at the engine's pace): what a prefill beside them may
 cost. A request still waiting for its first token there counts too, with its whole budget left
@@ -319,20 +319,6 @@ class Ledger:
         ``first_at`` (monotonic s)."""
         return Ticket(self.load(engine_id), prompt_tokens, output_len, first_at, num_tokens)
 
-    def tpot_slack_ms(
-        self,
-        engine_id: str,
-        now: float,
-        tpot_slo_ms: float,
-        prefill_ms: Callable[[float], float] | None = None,
-    ) -> float | None:
-        """The least TPOT slack (ms) of the requests on ``engine_id`` that are still within
-        ``tpot_slo_ms`` (module docstring); None when none is, or no pace is known yet. With
-        ``prefill_ms`` (the model's prefill time of a prompt's tokens), a request on its way
-        from a prefill engine has the time until its prefill ends on top of its budget: a delay
-        here that ends before it arrives costs it nothing."""
-        return self.tpot_slacks_ms(engine_id, now, tpot_slo_ms, prefill_ms)[0]
-
     def tpot_slacks_ms(
         self,
         engine_id: str,
@@ -340,8 +326,11 @@ class Ledger:
         tpot_slo_ms: float,
         prefill_ms: Callable[[float], float] | None = None,
     ) -> tuple[float | None, float | None]:
-        """The least and the second least TPOT slack (ms) of those requests (``tpot_slack_ms``);
-        None where fewer are within their target."""
+        """The least and the second least TPOT slack (ms) of the requests on ``engine_id`` that
+        are still within ``tpot_slo_ms`` (module docstring); None where fewer are, or no pace is
+        known yet. With ``prefill_ms`` (the model's prefill time of a prompt's tokens), a request
+        on its way from a prefill engine has the time until its prefill ends on top of its budget:
+        a delay here that ends before it arrives costs it nothing."""
         load = self.load(engine_id)
         if not load.gaps:
             return None, None

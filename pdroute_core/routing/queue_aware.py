@@ -716,11 +716,10 @@ class QueueAwareModel:
         surely = past_slack and self.feasible * (own + ahead) > slack
         # Only collocation serves it in time. Taken, the least-slack decode is surely late; refused,
         # this request is lost where the other path is past its targets even were it the margin
-        # shorter (surely too): one for one is no trade, unless the spread test says the others
-        # beside it go late as well (two or more). Coming decodes it would make late: refused.
+        # shorter (surely too): one for one is no trade, unless two or more decodes go late (past
+        # the second least slack too where reported, NaN: not; else the spread test's count of the
+        # running ones). Coming decodes it would make late: refused.
         lost_d = self.feasible * late_d > 1.0
-        # Two or more decodes surely late: past the second least slack too where reported (NaN: not),
-        # else the spread test's count of the running ones.
         slack2 = v.colloc_tpot_slack2_ms
         many = self.feasible * (own + ahead) > slack2 if slack2 == slack2 else late_beside and B >= 2.0
         if ok_c and not ok_d and ((surely and (many or not lost_d)) or (late_beside and joining == 1.0)):

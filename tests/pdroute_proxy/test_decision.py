@@ -207,24 +207,24 @@ def test_the_decision_reads_how_long_the_running_prefill_has_run(
 
 def test_the_least_tpot_slack_is_of_the_decodes_still_in_time_at_the_engines_pace() -> None:
     ledger = Ledger(down_s=5.0)
-    assert ledger.tpot_slack_ms("d0", 0.0, 100.0) is None  # nothing decodes
+    assert ledger.tpot_slacks_ms("d0", 0.0, 100.0)[0] is None  # nothing decodes
     a = ledger.decode_ticket("d0", 500, output_len=21)  # 20 gaps: 2,000 ms of TPOT budget
     a.first_token(10.0)
     a.progress(10.0, 1, 10.0)
-    assert ledger.tpot_slack_ms("d0", 10.0, 100.0) is None  # no pace known yet
+    assert ledger.tpot_slacks_ms("d0", 10.0, 100.0)[0] is None  # no pace known yet
     for i in range(1, 5):  # four 30 ms steps
         a.progress(10.0, 1 + i, 10.0 + 0.03 * i)
     a.progress(10.0, 6, 10.72)  # one 600 ms stall: a rare gap, not the pace
     assert statistics.median(ledger.load("d0").gaps) == pytest.approx(0.03)
     # At 10.72: 2,000 ms less 720 ms run less 15 tokens to go at 30 ms.
-    assert ledger.tpot_slack_ms("d0", 10.72, 100.0) == pytest.approx(2000 - 720 - 450)
+    assert ledger.tpot_slacks_ms("d0", 10.72, 100.0)[0] == pytest.approx(2000 - 720 - 450)
     assert ledger.tpot_slacks_ms("d0", 10.72, 100.0)[1] is None  # no second
     # A second request, ahead in its budget, does not lower the least: it is the second least.
     b = ledger.decode_ticket("d0", 1, output_len=41, first_at=10.6, num_tokens=1)  # a hand-off
-    assert ledger.tpot_slack_ms("d0", 10.7, 100.0) == pytest.approx(2000 - 700 - 15 * 30)
+    assert ledger.tpot_slacks_ms("d0", 10.7, 100.0)[0] == pytest.approx(2000 - 700 - 15 * 30)
     b.first_token(10.7)
     b.progress(10.6, 2, 10.72)  # its first token came from the prefill engine at 10.6
-    assert ledger.tpot_slack_ms("d0", 10.72, 100.0) == pytest.approx(830.0)
+    assert ledger.tpot_slacks_ms("d0", 10.72, 100.0)[0] == pytest.approx(830.0)
     second = 4000 - 120 - 39 * 30
     assert list(ledger.tpot_slacks_ms("d0", 10.72, 100.0)) == pytest.approx([830.0, second])
     # One already late (past its budget) is lost under goodput and no longer counts.
@@ -233,15 +233,15 @@ def test_the_least_tpot_slack_is_of_the_decodes_still_in_time_at_the_engines_pac
     c.progress(9.0, 2, 10.72)
     assert list(ledger.tpot_slacks_ms("d0", 10.72, 100.0)) == pytest.approx([830.0, second])
     a.close()  # finished: b's own slack is the least now
-    assert ledger.tpot_slack_ms("d0", 10.72, 100.0) == pytest.approx(4000 - 120 - 39 * 30)
+    assert ledger.tpot_slacks_ms("d0", 10.72, 100.0)[0] == pytest.approx(4000 - 120 - 39 * 30)
     # A request still to be prefilled there decodes beside a prompt sent after it: its whole
     # budget, 5 gaps of 100 ms less its 5 steps at the pace, counts too.
     d = ledger.decode_ticket("d0", 300, output_len=6)
-    assert ledger.tpot_slack_ms("d0", 10.72, 100.0) == pytest.approx(5 * (100 - 30))
+    assert ledger.tpot_slacks_ms("d0", 10.72, 100.0)[0] == pytest.approx(5 * (100 - 30))
     d.close()
     # So does one prefilling on p0 for d0: its KV joins d0's batch after the step in progress.
     e = ledger.prefill_ticket("p0", 900, decode_id="d0", output_len=4)
-    assert ledger.tpot_slack_ms("d0", 10.72, 100.0) == pytest.approx(3 * (100 - 30))
+    assert ledger.tpot_slacks_ms("d0", 10.72, 100.0)[0] == pytest.approx(3 * (100 - 30))
     # With the model's prefill time it has the time until its prefill ends on top: a delay on
     # d0 that ends before its KV arrives costs it nothing. Here 1 ms a token, and it started
     # on an idle p0 when it was sent (the ledger's clock), so 900 ms less the time since.
@@ -251,20 +251,20 @@ def test_the_least_tpot_slack_is_of_the_decodes_still_in_time_at_the_engines_pac
         return 1.0 * tokens
 
     now = started + 0.2
-    assert ledger.tpot_slack_ms("d0", now, 100.0, prefill_ms) == pytest.approx(3 * (100 - 30) + 700)
+    assert ledger.tpot_slacks_ms("d0", now, 100.0, prefill_ms)[0] == pytest.approx(3 * (100 - 30) + 700)
     # Queued behind another prompt on p1: that one's rest, then its own whole prefill.
     ahead = ledger.prefill_ticket("p1", 400)
     f = ledger.prefill_ticket("p1", 300, decode_id="d0", output_len=4)
     e.close()
     now = ledger.load("p1").running_since + 0.1
-    assert ledger.tpot_slack_ms("d0", now, 100.0, prefill_ms) == pytest.approx(3 * (100 - 30) + 300 + 300)
+    assert ledger.tpot_slacks_ms("d0", now, 100.0, prefill_ms)[0] == pytest.approx(3 * (100 - 30) + 300 + 300)
     ahead.close()
     f.close()
     assert ledger.load("d0").incoming == {}
     b.close()
     c.close()
     assert ledger.load("d0").tickets == {}
-    assert ledger.tpot_slack_ms("d0", 10.72, 100.0) is None
+    assert ledger.tpot_slacks_ms("d0", 10.72, 100.0)[0] is None
 
 
 def test_the_pools_arrival_rate_is_the_prompt_tokens_sent_there_over_the_window() -> None:
