@@ -318,6 +318,23 @@ HAND_PICKED: tuple[dict[str, Any], ...] = (
         "colloc_tpot_slack_ms": 2.0,
         "pending_prefill_tokens": 256,
     },
+    # A 1,024-token prompt with 3 output tokens beside 16 decodes under a 15 ms TPOT target, one
+    # request a second arriving there: spread over its own 2 steps its chunks look like a stall
+    # of every decode's step (less_harm, as without the slack); with their least slack reported,
+    # 2 s takes the whole delay (decided as under latency: collocated on the default profile) and
+    # 5 ms does not (less_harm).
+    *(
+        {
+            "prompt_len": 1024,
+            "predicted_output_len": 3,
+            "system_load": 16,
+            "ttft_slo_ms": 5000.0,
+            "tpot_slo_ms": 15.0,
+            "colloc_arrivals_per_s": 1.0,
+            **({} if slack is None else {"colloc_tpot_slack_ms": slack}),
+        }
+        for slack in (None, 2000.0, 5.0)
+    ),
     # Only collocation serves this prompt in time (the pool 40 deep), a decode beside it with
     # 11.6 ms of slack: its chunks' 12.2 ms on the default profile pass it, but not were they 10 %
     # shorter: that decode only probably late, collocated. The 32B's 26.9 ms pass it surely, but

@@ -147,7 +147,11 @@ victim counts. Under ``goodput``:
   ``TPOT_c + (u f(c_B, B) / c_B + A) / D`` (this request's D standing for theirs, as in the
   budgets), is past the feasible share of the target, the request is disaggregated (reason
   ``less_harm``). Its own targets hold either way; theirs only one way. The decodes beside it
-  are the B running now and those that join while its chunks run: at ``B = 0`` the test holds
+  are the B running now (while their least slack S below is not reported: where it is, S judges
+  them, since this request's D steps stand badly for theirs: a 103-token prompt with 3 output
+  tokens looked like a 200 ms stall of every step of a decode with 2.6 s of slack, and waited
+  2.4 s on a busy prefill engine instead of 0.3 s collocated, docs/proxy.md) and those that
+  join while its chunks run: at ``B = 0`` the test holds
   where at least one decode is expected to join during its prefill there, ``arrivals >= 1``
   over ``own`` (``objective.arrivals``: the gateway's rate of requests to that GPU over a long
   window, ``colloc_arrivals_per_s``, or its routes in time over two seconds as a rate; neither
@@ -724,8 +728,11 @@ class QueueAwareModel:
         many = self.feasible * (own + ahead) > slack2 if slack2 == slack2 else late_beside and B >= 2.0
         if ok_c and not ok_d and ((surely and (many or not lost_d)) or (late_beside and joining == 1.0)):
             ok_c = False
-        # Decodes beside it: the B running, or at least one that will join (unknown: some will).
-        beside = B > 0.0 or joining != 0.0
+        # Decodes beside it for the spread test: the B running while their slack is unknown (known,
+        # the slack test judges them: spread over this request's steps, a short request's chunks
+        # look like a stall of every step they share), or at least one that will join (unknown:
+        # some will).
+        beside = (B > 0.0 and slack != slack) or joining != 0.0
         # A batching prefill engine's step can fill with prompts that arrive after this one: the
         # room left in it is the worst case of its wait there (NaN: not reported, none). That risk,
         # to this one request, outweighs the decodes beside it (running, and coming during its
@@ -887,7 +894,7 @@ class QueueAwareModel:
                 np.isnan(slack2), late_beside & (B >= 2.0), self.feasible * (own + ahead) > slack2
             )
             ok_c = ok_c & (ok_d | ~((surely & (many | ~lost_d)) | (late_beside & (joining == 1.0))))
-            beside = (B > 0.0) | (joining != 0.0)
+            beside = ((B > 0.0) & np.isnan(slack)) | (joining != 0.0)  # decide's
             risky_d = (B + coming < 1.0) & (
                 (dis.ttft + self.forms.prefill_ms_per_token * _step_room_many(v)) / ttft_slo > self.feasible
             )

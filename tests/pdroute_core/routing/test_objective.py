@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pdroute_core.route_fields import CHOICES
+from pdroute_core.route_fields import CHOICES, RECENT_WINDOW_MS
 from pdroute_core.routing import RouteColumns, RouteInputs, build_model
 from pdroute_core.routing.objective import ADMISSIONS, OBJECTIVES, admission, lateness_ms, parse_objective
 from pdroute_core.routing.queue_aware import QueueAwareModel
@@ -71,36 +71,42 @@ def test_goodput_decides_as_latency_wherever_a_path_meets_the_targets(rows: list
             doomed = slack is not None and ahead > 0.9 * slack >= own  # late whatever it does
             past_slack = slack is not None and own + ahead > slack and not doomed
             assert a.ttft_collocated_ms / (x.ttft_slo_ms or math.inf) <= 0.9
+            spread_late = slo is not None and (a.tpot_collocated_ms + _spread(x)) / slo > 0.9
             if a.reason == "slo_only_feasible" and a.decision == "collocated":
                 # Only collocation served it in time, surely past that slack (were the delay 10 %
                 # shorter), for a request the other path may still serve, or two or more decodes
                 # surely late (past the second least slack too; not reported, the spread test says
-                # so of two or more running): no path does now.
-                assert past_slack and slack is not None and 0.9 * (own + ahead) > slack
+                # so of two or more running); or at least one decode is expected to join while its
+                # chunks run and the spread test makes it late: no path does now.
                 late_d = max(
                     a.ttft_disaggregated_ms / (x.ttft_slo_ms or math.inf),
                     a.tpot_disaggregated_ms / (slo or math.inf),
                 )
                 slack2 = x.colloc_tpot_slack2_ms
-                many = (
-                    0.9 * (own + ahead) > slack2
-                    if slack2 is not None
-                    else slo is not None
-                    and (a.tpot_collocated_ms + _spread(x)) / slo > 0.9
-                    and x.system_load >= 2
-                )
-                assert many or 0.9 * late_d <= 1.0
+                two = spread_late and x.system_load >= 2  # the spread test's count, not reported
+                many = 0.9 * (own + ahead) > slack2 if slack2 is not None else two
+                surely = past_slack and slack is not None and 0.9 * (own + ahead) > slack
+                assert (surely and (many or 0.9 * late_d <= 1.0)) or (spread_late and _coming(x) >= 1.0)
                 assert not b.meets_slo and b.reason == "slo_none_feasible"
                 continue
             # Both paths meet the targets.
             assert b.meets_slo and (b.decision, b.reason) == ("disaggregated", "less_harm")
-            beside = x.system_load > 0 or x.colloc_feasible_routes != 0  # decodes there, or to come
-            assert past_slack or (
-                slo is not None and (b.tpot_collocated_ms + _spread(x)) / slo > 0.9 and beside
-            )
+            # Decodes there whose slack is not reported, or decodes to come (routes or a rate).
+            coming = x.colloc_feasible_routes != 0 or x.colloc_arrivals_per_s is not None
+            beside = (x.system_load > 0 and slack is None) or coming
+            assert past_slack or (spread_late and beside)
         assert (a.predicted_lateness_ms, a.admission) == (b.predicted_lateness_ms, b.admission) or (
             a.decision != b.decision
         )
+
+
+def _coming(x: RouteInputs) -> float:
+    """The decodes expected to join the collocation GPU during this prompt's prefill there: at
+    the gateway's rate where reported, else its routes of the recent window as a rate."""
+    own = qa_model(chunk_ms_per_token_sq=1e-5, chunk_ms_per_token_seq=2e-5).collocated(resolve(x)).own
+    if x.colloc_arrivals_per_s is not None:
+        return x.colloc_arrivals_per_s * own / 1000.0
+    return 0.0 if x.colloc_feasible_routes is None else x.colloc_feasible_routes * own / RECENT_WINDOW_MS
 
 
 def _spread(x: RouteInputs) -> float:
@@ -155,6 +161,23 @@ def test_goodput_does_not_collocate_a_prompt_that_would_make_the_decodes_beside_
     ).reason == ("less_harm")
     # Running decodes are beside it whatever the routes say.
     assert goodput.decide(dataclasses.replace(BESIDE, colloc_feasible_routes=0)).reason == "less_harm"
+
+
+def test_goodput_judges_the_running_decodes_by_their_slack_where_it_is_reported() -> None:
+    # Spread over this request's 4 steps its 40 ms of chunks look like 10 ms on every step of
+    # the 4 decodes running beside it (test above); a gateway that reports their least slack
+    # says what they can take: 1 s absorbs the whole 40 ms, so no decode goes late.
+    latency, goodput = qa_model(), goodput_of(qa_model())
+    roomy = dataclasses.replace(BESIDE, colloc_tpot_slack_ms=1000.0, colloc_feasible_routes=0)
+    b = goodput.decide(roomy)
+    assert (b.decision, b.meets_slo) == ("collocated", True) and b.reason != "less_harm"
+    assert dataclasses.replace(b, objective="latency") == latency.decide(roomy)
+    # 30 ms of slack does not: spared (the slack test).
+    assert goodput.decide(dataclasses.replace(roomy, colloc_tpot_slack_ms=30.0)).reason == "less_harm"
+    # Decodes still to come have no slack yet: the spread test judges them where at least one is
+    # expected during its 123 ms of prefill there (10 requests/s: 1.2; 5: 0.6, none).
+    assert goodput.decide(dataclasses.replace(roomy, colloc_arrivals_per_s=10.0)).reason == "less_harm"
+    assert goodput.decide(dataclasses.replace(roomy, colloc_arrivals_per_s=5.0)).reason != "less_harm"
 
 
 def test_goodput_does_not_collocate_past_the_least_slack_of_the_decodes_beside_it() -> None:
