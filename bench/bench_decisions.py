@@ -149,14 +149,28 @@ def params_for(name: str, profile: ProfileResult) -> CostModelParams:
     return fit_profile(profile)[0]
 
 
+class NoOverloadPoint(RuntimeError):
+    """The load search found no rate where always-collocated starts missing its targets."""
+
+
+LOWEST_RATE = 0.05  # requests/s: the load search goes no lower
+
+
 def find_top_rate(miss_at: Callable[[float], float], target: float, start: float = 5.0) -> float:
-    """The lowest rate (within 10 %) where ``miss_at(rate) >= target``: double, then bisect."""
+    """The lowest rate (within 10 %) where ``miss_at(rate) >= target``: double, then bisect.
+    ``NoOverloadPoint`` where it misses at no rate up to 1e6 requests/s, or already at
+    ``LOWEST_RATE``."""
     low, high = 0.0, start
     while miss_at(high) < target:
         low, high = high, high * 2
         if high > 1e6:
-            raise RuntimeError("always-collocated never misses the SLO: the fleet does not saturate")
-    while low == 0.0 and high > 0.05:  # overloaded already at the start: halve down
+            raise NoOverloadPoint("always-collocated never misses the SLO: the fleet does not saturate")
+    while low == 0.0:  # overloaded already at the start: halve down
+        if high / 2 < LOWEST_RATE:
+            raise NoOverloadPoint(
+                f"always-collocated misses the SLO for {target:.0%} of requests already at {high:g}"
+                " requests/s: the targets are tighter than this fleet serves (--ttft-slo-ms, --tpot-slo-ms)"
+            )
         if miss_at(high / 2) >= target:
             high /= 2
         else:
@@ -428,7 +442,7 @@ def main(argv: list[str] | None = None) -> int:
         for lines, done in _results(jobs, args.jobs):
             print("\n".join(lines), flush=True)
             blocks += done
-    except InvalidSimConfig as exc:  # beyond the profile's ranges without --allow-extrapolation
+    except (InvalidSimConfig, NoOverloadPoint) as exc:  # beyond the profile's ranges, or no load to run
         print(f"bench_decisions: {exc}", file=sys.stderr)
         return 2
     wall = time.perf_counter() - started

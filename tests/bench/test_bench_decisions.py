@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.bench_decisions import Bench, find_top_rate, load_requests, main
+from bench.bench_decisions import LOWEST_RATE, Bench, NoOverloadPoint, find_top_rate, load_requests, main
 from solver.profile_io import save_profile_json
 from solver.sim import OutputPrediction
 from solver.sim.sweep import strict_json
@@ -27,6 +27,33 @@ def test_load_search_finds_the_knee_within_ten_percent(knee: float) -> None:
     top = find_top_rate(miss_at, 0.2)
     assert knee <= top <= 1.1 * knee
     assert len(asked) < 30
+
+
+def test_load_search_stops_where_no_rate_is_an_overload_point() -> None:
+    with pytest.raises(NoOverloadPoint, match="never misses"):
+        find_top_rate(lambda rate: 0.0, 0.2)
+    asked: list[float] = []
+
+    def always(rate: float) -> float:
+        asked.append(rate)
+        return 1.0
+
+    with pytest.raises(NoOverloadPoint, match=r"misses the SLO for 20% of requests already at 0\.078125"):
+        find_top_rate(always, 0.2)
+    assert min(asked) >= LOWEST_RATE
+
+
+def test_bench_says_so_in_one_line_when_the_targets_are_tighter_than_the_fleet_serves(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    profile = save_profile_json(make_profile(), tmp_path / "synthetic.json")
+    args = ["--profile", str(profile), "--lengths", "fixed:512,16", "--max-requests", "50"]
+    args += ["--ttft-slo-ms", "0.001", "--topology", "conditional", "--allow-extrapolation"]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert err.strip().splitlines()[-1].startswith("bench_decisions: always-collocated misses the SLO")
+    assert "targets are tighter than this fleet serves" in err
 
 
 def test_bench_runs_on_a_poisson_load_when_the_trace_is_missing(
