@@ -14,9 +14,10 @@ or the first requests of the Azure conversation trace, its lengths rescaled to t
 request's prompt is fresh (random token ids), so no prefix cache hides a prefill. Policies run
 in a rotated order per repeat, the KV folder is wiped between runs. The proxy is told p0's token
 budget per step (``PDROUTE_PREFILL_STEP_TOKENS``); ``pdroute-one-prompt-step`` is pdroute without
-it, ``pdroute-short-window`` pdroute without the proxy's long window of arrivals. A request
-meets its SLO when its TTFT and its TPOT are within the targets; goodput counts those per second
-of the run.
+it, ``pdroute-short-window`` pdroute without the proxy's long window of arrivals,
+``pdroute-shed`` pdroute with ``PDROUTE_ADMISSION_CONTROL=shed`` (a request the model says to
+shed is answered 503 at once: counted as shed, not lost). A request meets its SLO when its TTFT
+and its TPOT are within the targets; goodput counts those per second of the run.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ THRESHOLD_TOKENS = 512
 # two-second routes stand for the rate of decodes coming).
 ONE_PROMPT_STEP = "-one-prompt-step"
 SHORT_WINDOW = "-short-window"
+SHED = "-shed"  # not a baseline: pdroute acting on its admission advice
 
 
 def proxy_env(
@@ -55,7 +57,7 @@ def proxy_env(
 ) -> dict[str, str]:
     """The proxy's settings for one run of ``policy`` (a variant runs pdroute without its input)."""
     env = {
-        "PDROUTE_POLICY": policy.removesuffix(ONE_PROMPT_STEP).removesuffix(SHORT_WINDOW),
+        "PDROUTE_POLICY": policy.removesuffix(SHED).removesuffix(ONE_PROMPT_STEP).removesuffix(SHORT_WINDOW),
         "PDROUTE_PARAMS_PATH": str(params_path),
         "PDROUTE_KV_BLOCK_SIZE": str(block_size),
         "PDROUTE_THRESHOLD_TOKENS": str(THRESHOLD_TOKENS),
@@ -70,6 +72,8 @@ def proxy_env(
         env["PDROUTE_PREFILL_STEP_TOKENS"] = str(prefill_budget)
     if policy.endswith(SHORT_WINDOW):
         env["PDROUTE_ARRIVAL_WINDOW_S"] = "0"
+    if policy.endswith(SHED):
+        env["PDROUTE_ADMISSION_CONTROL"] = "shed"
     return env
 
 
@@ -142,8 +146,10 @@ def summarise(
         if t.ttft_s * 1e3 <= args.ttft_slo_ms and (t.tpot_s is None or t.tpot_s * 1e3 <= args.tpot_slo_ms)
     ]
     decided = counter(metrics, "pdroute_proxy_decisions_total")
+    shed = counter(metrics, "pdroute_proxy_requests_total", outcome="shed")  # refused on the advice
     return {
-        "lost": len(results) - len(ok),
+        "lost": len(results) - len(ok) - shed,
+        "shed": shed,
         "goodput": len(good) / wall_s,
         "attainment": len(good) / len(results),
         "ttft_p50_ms": quantile([t.ttft_s for t in ok], 0.5) * 1e3,
@@ -277,6 +283,7 @@ def table(runs: list[dict[str, Any]], policies: list[str], loads: list[float]) -
         "disaggregated",
         "fallbacks",
         "lost",
+        "shed",
     )
     print(f"\n{'load':>5} {'policy':<24} " + " ".join(f"{k:>20}" for k in keys))
     for rate in loads:
