@@ -172,7 +172,7 @@ def main() -> int:
         "--loads",
         default="auto",
         help="requests/s, comma-separated; auto: 0.35, 0.7 and 1.05 times one engine's prefill capacity"
-        " (1 / the fitted prefill time of the mean prompt)",
+        " (1 / the reference prefill time of the mean prompt: bench.proxy_fit's straight line)",
     )
     p.add_argument("--requests", type=int, default=40)
     p.add_argument("--repeats", type=int, default=2)
@@ -182,7 +182,7 @@ def main() -> int:
     p.add_argument("--max-prompt", type=int, default=2048)
     p.add_argument("--max-output", type=int, default=64)
     p.add_argument(
-        "--ttft-slo-ms", type=float, help="default: 4 x the fitted prefill time of the mean prompt"
+        "--ttft-slo-ms", type=float, help="default: 4 x the reference prefill time of the mean prompt"
     )
     p.add_argument("--tpot-slo-ms", type=float, help="default: 3 x the fitted decode step at batch 4")
     p.add_argument("--params", type=Path, help="params for pdroute (default: a quick fit of the engines now)")
@@ -207,15 +207,19 @@ def main() -> int:
     try:
         kv_bytes = 2 * shape.num_layers * shape.num_kv_heads * shape.head_dim * 2  # K and V, bf16
         params_path = args.params
+        reference: tuple[float, float] | None = None  # the bench's reference prefill: floor, ms/token
         if params_path is None:
             fit = asyncio.run(measure(fleet["p0"].url, fleet["d0"].url, kv_bytes))
             print(f"quick fit: {json.dumps({k: v for k, v in fit.items()}, default=str)}", flush=True)
             params_path = tmp / "params.json"
             params_path.write_text(json.dumps(params_of(fit, kv_bytes, shape.name), indent=1))
+            reference = (fit["reference_floor_ms"], fit["reference_ms_per_token"])
+        qa = json.loads(params_path.read_text())["queue_aware"]
+        if reference is None:  # no measurements: the file's own straight terms
+            reference = (qa["prefill_floor_ms"], qa["prefill_ms_per_token"])
         fleet.wipe_kv()
         w = workload(args)
-        qa = json.loads(params_path.read_text())["queue_aware"]
-        prefill_ms = qa["prefill_floor_ms"] + qa["prefill_ms_per_token"] * float(np.mean(w.prompt_len))
+        prefill_ms = reference[0] + reference[1] * float(np.mean(w.prompt_len))
         step_ms = qa["decode_base_ms"] + 4 * qa["decode_ms_per_seq"]
         if args.ttft_slo_ms is None:
             args.ttft_slo_ms = round(4 * prefill_ms)

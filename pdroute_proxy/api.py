@@ -164,8 +164,8 @@ class Completions:
                 first = await anext(pieces)  # before any byte: a 503 or a 4xx is still an HTTP status
             except StopAsyncIteration:
                 first = None
-            except (ProxyError, UpstreamError) as exc:
-                self.observer.count(endpoint, exc)
+            except (ProxyError, UpstreamError) as exc:  # shed, or no engine: counted and recorded
+                self.observer.finish(job, endpoint, 0, exc)
                 error = NoEngine(str(exc)) if isinstance(exc, UpstreamError) else exc
                 await _send_answer(send, responses.answer_of(error))
                 return

@@ -87,16 +87,19 @@ class Observer:
 
 
 def record(served: Served, prompt_len: int, num_tokens: int, exc: BaseException | None) -> dict[str, Any]:
-    """One request as ``GET /decisions`` shows it: the decision, its inputs and their sources,
-    the path served, the fallbacks, the engines called, and its TTFT and TPOT as the proxy sent
-    the tokens (ms)."""
+    """One request as ``GET /decisions`` shows it: the decision, the model's admission advice and
+    how late it predicted the chosen path, its inputs and their sources, the path served (none
+    for a request shed), the fallbacks, the engines called, and its TTFT and TPOT as the proxy
+    sent the tokens (ms)."""
     choice = served.choice
     times = served.token_times
     return {
         "decided": choice.path,
         "reason": choice.reason,
         "decided_by": choice.decided_by,
-        "served": served.path,
+        "admission": choice.admission,
+        "predicted_lateness_ms": choice.predicted_lateness_ms,
+        "served": None if isinstance(exc, Shed) else served.path,
         "fallbacks": list(served.fallbacks),
         "engines": list(served.engines),
         "prompt_len": prompt_len,

@@ -131,11 +131,11 @@ class Relay:
         self.metrics.decisions.labels(
             path=choice.path, reason=choice.reason, decided_by=choice.decided_by
         ).inc()
+        served = job.served = Served(choice, choice.path, arrived, told_output_len=told)
         if choice.admission is not None:
             self.metrics.admissions.labels(admission=choice.admission).inc()
             if choice.admission == SHED and self.settings.admission_control == "shed":
-                raise Shed(choice.predicted_lateness_ms)
-        served = job.served = Served(choice, choice.path, arrived, told_output_len=told)
+                raise Shed(choice.predicted_lateness_ms)  # in GET /decisions, served by no path
         self.ledger.count_arrival(decode_id, arrived)  # the model's colloc_arrivals_per_s read them
         if self.settings.default_ttft_slo_ms is not None:  # the model's *_feasible_routes read them
             self.ledger.route(decode_id, arrived, choice.admission == ADMIT, served.token_times)

@@ -52,6 +52,14 @@ def test_a_request_no_path_can_serve_in_time_is_shed_only_when_shedding_is_on(
             assert 1 <= int(r.headers["retry-after"]) <= 60
             assert prefill.requests == [] and decode.requests == []  # no engine was called
             assert proxy.metric("pdroute_proxy_requests_total", outcome="shed") == 1
+        with proxy.client() as client:  # the operator sees why, shed or served
+            (d,) = client.get("/decisions").json()["decisions"]
+        assert (d["admission"], d["prompt_len"]) == ("shed", 400)
+        assert d["predicted_lateness_ms"] > 0
+        if control == "off":
+            assert (d["served"], d["outcome"]) == (d["decided"], "ok")
+        else:
+            assert (d["served"], d["outcome"], d["engines"], d["ttft_ms"]) == (None, "Shed", [], None)
     finally:
         proxy.stop()
 
