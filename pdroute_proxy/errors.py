@@ -15,9 +15,15 @@ class Shed(ProxyError):
     """The served model advises shedding the request and shedding is on (503, Retry-After)."""
 
     def __init__(self, lateness_ms: float) -> None:
+        # The advice weighs both targets; the lateness in ms is the TTFT's (0: the TPOT's, alone).
+        late = (
+            f"{lateness_ms:.0f} ms past its TTFT target"
+            if lateness_ms > 0
+            else "past its TPOT target by more than the model's error"
+        )
         super().__init__(
-            f"the fleet is past capacity: this request is predicted {lateness_ms:.0f} ms past its TTFT"
-            " target, and serving it would cost requests that can still make theirs; retry later"
+            f"the fleet is past capacity: this request is predicted {late}, and serving it would"
+            " cost requests that can still make theirs; retry later"
         )
         self.lateness_ms = lateness_ms
 

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
+from pdroute_proxy.errors import Shed
+from pdroute_proxy.responses import answer_of
 from tests.pdroute_proxy.conftest import start_proxy
 from tests.pdroute_proxy.fake_engine import FakeEngine
 
@@ -109,3 +112,17 @@ def test_static_rules_give_no_advice_and_shed_nothing(
         )
     finally:
         proxy.stop()
+
+
+@pytest.mark.parametrize(
+    ("lateness_ms", "says", "retry_after"),
+    [(2500.0, "2500 ms past its TTFT target", "3"), (0.0, "past its TPOT target", "1")],
+)
+def test_a_shed_answer_names_the_target_it_is_predicted_to_miss(
+    lateness_ms: float, says: str, retry_after: str
+) -> None:
+    status, headers, body = answer_of(Shed(lateness_ms))
+    error = json.loads(body)["error"]
+    assert (status, error["type"]) == (503, "overloaded")
+    assert says in error["message"] and ("TTFT" in error["message"]) == (lateness_ms > 0)
+    assert dict(headers)[b"retry-after"] == retry_after.encode()
