@@ -7,7 +7,7 @@ import statistics
 
 import pytest
 
-from bench.proxy_fit import PREFILL_LENGTHS, params_of, quadratic_fit
+from bench.proxy_fit import PREFILL_LENGTHS, handoff_ms_per_token, params_of, quadratic_fit
 from pdroute_core.params import parse_params
 
 
@@ -65,3 +65,14 @@ def test_the_params_carry_the_prefill_engine_s_curve_and_the_decode_engine_s_chu
     # The design's per-token costs: at the mean measured length, attention included.
     assert raw["alpha"] == pytest.approx(2.2 + prefill_sq * statistics.mean(PREFILL_LENGTHS))
     assert raw["gamma"] == pytest.approx(2.5 + 7e-4 * statistics.mean(PREFILL_LENGTHS))
+
+
+def test_the_hand_off_costs_its_slope_per_token_not_its_fixed_part() -> None:
+    # 2 ms a token plus 150 ms of fixed work (the step, the partial block computed again).
+    loaded = {512: 150.0 + 2.0 * 512, 2048: 150.0 + 2.0 * 2048}
+    assert handoff_ms_per_token(loaded, step_ms=45.0) == pytest.approx(2.0)
+
+
+def test_a_hand_off_without_a_slope_falls_back_to_the_longer_length_per_token() -> None:
+    loaded = {512: 900.0, 2048: 850.0}  # noise: the longer one answered sooner
+    assert handoff_ms_per_token(loaded, step_ms=50.0) == pytest.approx(800.0 / 2048)
