@@ -55,7 +55,8 @@ SHED = "-shed"  # not a baseline: pdroute acting on its admission advice
 def proxy_env(
     policy: str, params_path: Path, slo_ms: tuple[float, float], prefill_budget: int | None, block_size: int
 ) -> dict[str, str]:
-    """The proxy's settings for one run of ``policy`` (a variant runs pdroute without its input)."""
+    """The proxy's settings for one run of ``policy`` (a baseline variant runs pdroute without its
+    input; ``-shed`` runs it acting on its admission advice)."""
     env = {
         "PDROUTE_POLICY": policy.removesuffix(SHED).removesuffix(ONE_PROMPT_STEP).removesuffix(SHORT_WINDOW),
         "PDROUTE_PARAMS_PATH": str(params_path),
